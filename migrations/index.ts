@@ -1,0 +1,8 @@
+// Every migration, in order. Listed statically (not read from the folder at run time) so the same
+// code loads them under tsx, vitest and any bundler.
+import type { Migration } from 'kysely';
+import * as initial from './2026_11_22_001_initial.js';
+
+export const migrations: Record<string, Migration> = {
+  '2026_11_22_001_initial': initial,
+};

@@ -1,0 +1,169 @@
+import { z } from 'zod';
+import type { DB } from '../db/database.js';
+import type { CustomerRow } from '../db/schema.js';
+import { inTransaction, type Queryable } from '../db/transaction.js';
+import { ConflictError, NotFoundError } from './errors.js';
+import { recordEvent } from './events.js';
+import { newId } from './ids.js';
+import { decodeCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
+import { parseInput } from './validation.js';
+
+export type Customer = {
+  _id: string;
+  shopifyCustomerId: string;
+  email: string;
+  birthday: string | null;
+  points: number;
+  createdAt: Date;
+  updatedAt: Date;
+};
+
+export function toCustomer(row: CustomerRow): Customer {
+  return {
+    _id: row.id,
+    shopifyCustomerId: row.shopify_customer_id,
+    email: row.email,
+    birthday: row.birthday,
+    points: row.points,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+export const customerIdentifierSchema = z.string().trim().min(1).max(320);
+
+export const customerInputSchema = z.strictObject({
+  shopifyCustomerId: z.string().trim().min(1).max(64),
+  email: z.email().max(320),
+  birthday: z.iso.date().nullish(),
+});
+export type CustomerInput = z.input<typeof customerInputSchema>;
+
+/**
+ * The customer a `customerIdentifier` names: an e-mail when it contains `@` (matched
+ * case-insensitively), otherwise the shop's own customer id.
+ */
+function selectByIdentifier(db: Queryable, shopId: string, identifier: string) {
+  const query = db.selectFrom('customers').selectAll().where('shop_id', '=', shopId);
+  return identifier.includes('@')
+    ? query.where((eb) => eb(eb.fn('lower', ['email']), '=', identifier.toLowerCase()))
+    : query.where('shopify_customer_id', '=', identifier);
+}
+
+export async function findCustomer(db: Queryable, shopId: string, identifier: string): Promise<CustomerRow | undefined> {
+  return selectByIdentifier(db, shopId, identifier).executeTakeFirst();
+}
+
+export async function getCustomer(db: Queryable, shopId: string, identifier: string): Promise<CustomerRow> {
+  const row = await findCustomer(db, shopId, identifier);
+  if (!row) throw customerNotFound(identifier);
+  return row;
+}
+
+/** Same lookup, taking the row lock that serialises every balance change of this customer. */
+export async function lockCustomer(db: Queryable, shopId: string, identifier: string): Promise<CustomerRow> {
+  const row = await selectByIdentifier(db, shopId, identifier).forUpdate().executeTakeFirst();
+  if (!row) throw customerNotFound(identifier);
+  return row;
+}
+
+function customerNotFound(identifier: string) {
+  return new NotFoundError('customer_not_found', `no customer matches "${identifier}"`, ['customerIdentifier']);
+}
+
+/** Creates the customer, or updates e-mail and birthday of the one with that shopifyCustomerId. */
+export async function upsertCustomer(
+  db: DB,
+  shopId: string,
+  input: unknown,
+): Promise<{ customer: Customer; created: boolean }> {
+  const data = parseInput(customerInputSchema, input);
+  return inTransaction(db, async (trx) => {
+    const existing = await trx
+      .selectFrom('customers')
+      .selectAll()
+      .where('shop_id', '=', shopId)
+      .where('shopify_customer_id', '=', data.shopifyCustomerId)
+      .forUpdate()
+      .executeTakeFirst();
+    try {
+      if (existing) {
+        const row = await trx
+          .updateTable('customers')
+          .set({
+            email: data.email,
+            birthday: data.birthday === undefined ? existing.birthday : data.birthday,
+            updated_at: new Date(),
+          })
+          .where('id', '=', existing.id)
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        const customer = toCustomer(row);
+        await recordEvent(trx, shopId, 'customers/updated', customer);
+        return { customer, created: false };
+      }
+      const row = await trx
+        .insertInto('customers')
+        .values({
+          id: newId(),
+          shop_id: shopId,
+          shopify_customer_id: data.shopifyCustomerId,
+          email: data.email,
+          birthday: data.birthday ?? null,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      const customer = toCustomer(row);
+      await recordEvent(trx, shopId, 'customers/created', customer);
+      return { customer, created: true };
+    } catch (err) {
+      throw translateUniqueViolation(err);
+    }
+  });
+}
+
+/** Maps the database's unique-constraint failures on customers to domain conflicts. */
+export function translateUniqueViolation(err: unknown): unknown {
+  const e = err as { code?: string; constraint?: string; message?: string };
+  if (e?.code !== '23505') return err;
+  const text = `${e.constraint ?? ''} ${e.message ?? ''}`;
+  if (text.includes('customers_shop_email_key')) {
+    return new ConflictError('email_taken', 'another customer of this shop has that e-mail', ['email']);
+  }
+  if (text.includes('customers_shop_customer_id_key')) {
+    return new ConflictError('customer_exists', 'a customer with that shopifyCustomerId exists', ['shopifyCustomerId']);
+  }
+  return err;
+}
+
+/** Customers ordered by e-mail, optionally those whose e-mail starts with `emailPrefix`. */
+export async function listCustomers(
+  db: Queryable,
+  shopId: string,
+  args: PageArgs & { emailPrefix?: string | null | undefined },
+): Promise<Page<Customer>> {
+  let query = db.selectFrom('customers').selectAll().where('shop_id', '=', shopId);
+  if (args.emailPrefix) {
+    const prefix = args.emailPrefix.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`);
+    query = query.where((eb) => eb(eb.fn('lower', ['email']), 'like', `${prefix}%`));
+  }
+  if (args.after) {
+    const [email = '', id = ''] = decodeCursor(args.after, 2);
+    query = query.where((eb) =>
+      eb.or([
+        eb(eb.fn('lower', ['email']), '>', email),
+        eb.and([eb(eb.fn('lower', ['email']), '=', email), eb('id', '>', id)]),
+      ]),
+    );
+  }
+  const rows = await query
+    .orderBy((eb) => eb.fn('lower', ['email']))
+    .orderBy('id')
+    .limit(args.first + 1)
+    .execute();
+  const items = rows.slice(0, args.first).map((row) => ({
+    node: toCustomer(row),
+    cursor: encodeCursor([row.email.toLowerCase(), row.id]),
+  }));
+  return { items, hasNextPage: rows.length > args.first };
+}

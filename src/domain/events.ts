@@ -1,0 +1,31 @@
+import type { Trx } from '../db/transaction.js';
+import { randomString } from './ids.js';
+
+/** The webhook topics, in catalog order (DESIGN.md "Webhooks"). */
+export const EVENT_TOPICS = {
+  'customers/created': 'A customer was created (GraphQL upsert, import or referral sign-up).',
+  'customers/updated': 'A customer\'s e-mail or birthday changed.',
+  'points/added': 'Points were added to a customer\'s balance.',
+  'points/subtracted': 'Points were subtracted from a customer\'s balance.',
+  'points/updated': 'A customer\'s balance was set to an absolute value.',
+  'redemptions/created': 'A customer redeemed points for a discount code.',
+  'referrals/code_created': 'A customer\'s referral code was generated.',
+  'referrals/referee_created': 'A customer signed up with a referral code.',
+} as const;
+
+export type EventTopic = keyof typeof EVENT_TOPICS;
+
+const EVENT_ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/**
+ * Writes an event to the outbox inside the caller's transaction, so it exists exactly when the
+ * change it describes does. `data` is the resource after the change.
+ */
+export async function recordEvent(trx: Trx, shopId: string, type: EventTopic, data: unknown): Promise<string> {
+  const id = `evt_${randomString(24, EVENT_ID_ALPHABET)}`;
+  await trx
+    .insertInto('outbox_events')
+    .values({ id, shop_id: shopId, type, data: JSON.stringify(data) })
+    .execute();
+  return id;
+}

@@ -1,0 +1,28 @@
+import { randomBytes } from 'node:crypto';
+
+const ID_PATTERN = /^[0-9a-f]{24}$/;
+
+/**
+ * 24 lowercase hex characters, the shape of the contract's `_id` values: 12 of milliseconds
+ * since the epoch (so ids sort roughly by creation) and 12 random.
+ */
+export function newId(): string {
+  return Date.now().toString(16).padStart(12, '0').slice(-12) + randomBytes(6).toString('hex');
+}
+
+export function isId(value: string): boolean {
+  return ID_PATTERN.test(value);
+}
+
+/** Random characters from `alphabet`, without modulo bias. */
+export function randomString(length: number, alphabet: string): string {
+  const limit = 256 - (256 % alphabet.length);
+  let out = '';
+  while (out.length < length) {
+    for (const byte of randomBytes(length * 2)) {
+      if (byte < limit) out += alphabet[byte % alphabet.length];
+      if (out.length === length) break;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,21 @@
+import { ValidationError } from './errors.js';
+
+export type PageArgs = { first: number; after?: string | null | undefined };
+export type Page<T> = { items: Array<{ node: T; cursor: string }>; hasNextPage: boolean };
+
+/** Keyset cursors: the sort key of the last row seen, opaque to clients (base64url JSON). */
+export function encodeCursor(key: Array<string | number>): string {
+  return Buffer.from(JSON.stringify(key)).toString('base64url');
+}
+
+export function decodeCursor(cursor: string, parts: number): string[] {
+  try {
+    const key: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(key) && key.length === parts && key.every((k) => typeof k === 'string' || typeof k === 'number')) {
+      return key.map(String);
+    }
+  } catch {
+    // fall through: any undecodable cursor is the client's mistake
+  }
+  throw new ValidationError('after: not a cursor this API returned', [{ path: 'after', message: 'invalid cursor' }]);
+}

@@ -1,0 +1,22 @@
+import { ACTIVITY_TYPES, type Activity as ActivityShape } from '../domain/points.js';
+import { builder } from './builder.js';
+
+export const ActivityType = builder.enumType('ActivityType', { values: ACTIVITY_TYPES });
+
+/** The contract's activity record, field for field. */
+export const Activity = builder.objectRef<ActivityShape>('Activity').implement({
+  description: 'One entry of the append-only points ledger.',
+  fields: (t) => ({
+    _id: t.exposeID('_id'),
+    type: t.field({ type: ActivityType, resolve: (a) => a.type }),
+    settingType: t.exposeString('settingType', { description: 'Where the change came from: api, import, redemption, referral.' }),
+    description: t.exposeString('description', { nullable: true }),
+    note: t.exposeString('note', { nullable: true }),
+    oldPoints: t.exposeInt('oldPoints'),
+    newPoints: t.exposeInt('newPoints'),
+    customer: t.exposeID('customer', { description: 'The customer `_id`.' }),
+    shop: t.exposeID('shop', { description: 'The shop id.' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+  }),
+});

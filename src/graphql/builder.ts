@@ -1,0 +1,52 @@
+import SchemaBuilder from '@pothos/core';
+import RelayPlugin from '@pothos/plugin-relay';
+import ValidationPlugin from '@pothos/plugin-validation';
+import { GraphQLError } from 'graphql';
+import type { DB } from '../db/database.js';
+import type { Shop } from '../domain/shops.js';
+import { validationErrorFrom } from '../domain/validation.js';
+
+export type GraphQLContext = {
+  db: DB;
+  shop: Shop;
+};
+
+export const builder = new SchemaBuilder<{
+  Context: GraphQLContext;
+  Scalars: { DateTime: { Input: Date; Output: Date } };
+  DefaultFieldNullability: false;
+  DefaultInputFieldRequiredness: true;
+}>({
+  plugins: [RelayPlugin, ValidationPlugin],
+  defaultFieldNullability: false,
+  defaultInputFieldRequiredness: true,
+  relay: {
+    // Objects keep the contract's `_id`; no global Node ids or node/nodes queries.
+    nodeQueryOptions: false,
+    nodesQueryOptions: false,
+    clientMutationId: 'omit',
+    cursorType: 'String',
+  },
+  validation: {
+    // Argument validation uses the domain's zod schemas; a failure carries the REST error code.
+    validationError: (failure) => {
+      const err = validationErrorFrom(
+        failure.issues.map((i) => ({ path: (i.path ?? []).map((p) => (typeof p === 'object' ? p.key : p)), message: i.message })),
+      );
+      return new GraphQLError(err.message, { extensions: { code: err.code, details: err.details } });
+    },
+  },
+});
+
+builder.queryType({});
+builder.mutationType({});
+
+builder.scalarType('DateTime', {
+  description: 'An ISO 8601 UTC timestamp with milliseconds, e.g. 2026-11-22T10:22:00.000Z',
+  serialize: (value) => value.toISOString(),
+  parseValue: (value) => {
+    const date = typeof value === 'string' ? new Date(value) : null;
+    if (!date || Number.isNaN(date.getTime())) throw new GraphQLError('DateTime must be an ISO 8601 string');
+    return date;
+  },
+});

@@ -1,0 +1,72 @@
+import { customerInputSchema, findCustomer, listCustomers, toCustomer, upsertCustomer, type Customer as CustomerShape } from '../domain/customers.js';
+import { listActivities } from '../domain/points.js';
+import { Activity } from './activity.js';
+import { builder } from './builder.js';
+import { forwardPageArgs, toConnection } from './connections.js';
+import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
+
+export const Customer = builder.objectRef<CustomerShape>('Customer').implement({
+  description: 'A customer of the shop, identified by its shop customer id or its e-mail.',
+  fields: (t) => ({
+    _id: t.exposeID('_id'),
+    shopifyCustomerId: t.exposeString('shopifyCustomerId'),
+    email: t.exposeString('email'),
+    birthday: t.exposeString('birthday', { nullable: true, description: 'YYYY-MM-DD' }),
+    points: t.exposeInt('points', { description: 'The balance; always the newPoints of the latest activity.' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+    activities: t.connection({
+      type: Activity,
+      description: 'The points ledger, newest first.',
+      resolve: async (customer, args, ctx) =>
+        toConnection(await listActivities(ctx.db, ctx.shop.id, customer._id, forwardPageArgs(args))),
+    }, { name: 'ActivityConnection' }, { name: 'ActivityEdge' }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  customer: t.field({
+    type: Customer,
+    nullable: true,
+    description: 'The customer with this shop customer id or e-mail; null when the shop has none.',
+    args: { identifier: t.arg.string({ required: true }) },
+    resolve: async (_root, { identifier }, ctx) => {
+      const row = await findCustomer(ctx.db, ctx.shop.id, identifier.trim());
+      return row ? toCustomer(row) : null;
+    },
+  }),
+  customers: t.connection({
+    type: Customer,
+    description: 'Customers ordered by e-mail.',
+    args: { emailPrefix: t.arg.string({ required: false, description: 'Only e-mails starting with this (case-insensitive).' }) },
+    resolve: async (_root, args, ctx) =>
+      toConnection(await listCustomers(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), emailPrefix: args.emailPrefix })),
+  }, { name: 'CustomerConnection' }, { name: 'CustomerEdge' }),
+}));
+
+const CustomerInput = builder.inputType('CustomerInput', {
+  fields: (t) => ({
+    shopifyCustomerId: t.string(),
+    email: t.string(),
+    birthday: t.string({ required: false, description: 'YYYY-MM-DD' }),
+  }),
+});
+
+const CustomerUpsertPayload = builder
+  .objectRef<{ customer?: CustomerShape; created?: boolean; userErrors: UserErrorShape[] }>('CustomerUpsertPayload')
+  .implement({
+    fields: (t) => ({
+      customer: t.field({ type: Customer, nullable: true, resolve: (p) => p.customer ?? null }),
+      created: t.boolean({ nullable: true, resolve: (p) => p.created ?? null }),
+      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+    }),
+  });
+
+builder.mutationFields((t) => ({
+  customerUpsert: t.field({
+    type: CustomerUpsertPayload,
+    description: 'Creates a customer, or updates the e-mail and birthday of the one with that shopifyCustomerId.',
+    args: { input: t.arg({ type: CustomerInput, required: true, validate: customerInputSchema }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(() => upsertCustomer(ctx.db, ctx.shop.id, input)),
+  }),
+}));

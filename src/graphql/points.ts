@@ -1,0 +1,46 @@
+import type { Customer as CustomerShape } from '../domain/customers.js';
+import { changePoints, pointsChangeSchemas, type Activity as ActivityShape, type PointsOperation } from '../domain/points.js';
+import { Activity } from './activity.js';
+import { builder } from './builder.js';
+import { Customer } from './customer.js';
+import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
+
+const PointsChangeInput = builder.inputType('PointsChangeInput', {
+  fields: (t) => ({
+    customerIdentifier: t.string({ description: 'Shop customer id or e-mail.' }),
+    amount: t.int(),
+    description: t.string({ required: false }),
+    note: t.string({ required: false }),
+  }),
+});
+
+type PointsPayloadShape = { activity?: ActivityShape; customer?: CustomerShape; userErrors: UserErrorShape[] };
+
+function pointsPayload(name: string) {
+  return builder.objectRef<PointsPayloadShape>(name).implement({
+    fields: (t) => ({
+      activity: t.field({ type: Activity, nullable: true, resolve: (p) => p.activity ?? null }),
+      customer: t.field({ type: Customer, nullable: true, resolve: (p) => p.customer ?? null }),
+      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+    }),
+  });
+}
+
+// The GraphQL twins of POST /points/add, /points/substract and /points/update.
+const MUTATIONS: Array<[field: string, payload: string, op: PointsOperation, description: string]> = [
+  ['pointsAdd', 'PointsAddPayload', 'add', 'Adds `amount` (>= 1) points.'],
+  ['pointsSubtract', 'PointsSubtractPayload', 'subtract', 'Subtracts `amount` (>= 1) points; refused with insufficient_points beyond the balance.'],
+  ['pointsSet', 'PointsSetPayload', 'set', 'Sets the balance to `amount` (>= 0), like REST /points/update.'],
+];
+
+for (const [field, payloadName, op, description] of MUTATIONS) {
+  const payload = pointsPayload(payloadName);
+  builder.mutationField(field, (t) =>
+    t.field({
+      type: payload,
+      description,
+      args: { input: t.arg({ type: PointsChangeInput, required: true, validate: pointsChangeSchemas[op] }) },
+      resolve: (_root, { input }, ctx) => withUserErrors(() => changePoints(ctx.db, ctx.shop.id, op, input)),
+    }),
+  );
+}

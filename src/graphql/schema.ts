@@ -1,0 +1,12 @@
+import { lexicographicSortSchema, printSchema } from 'graphql';
+import { builder } from './builder.js';
+import './activity.js';
+import './customer.js';
+import './points.js';
+
+export const schema = builder.toSchema();
+
+/** The SDL checked in as schema.graphql, sorted so it groups by resource. */
+export function printSchemaSDL(): string {
+  return `${printSchema(lexicographicSortSchema(schema))}\n`;
+}

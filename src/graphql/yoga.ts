@@ -1,0 +1,70 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { GraphQLError } from 'graphql';
+import { createYoga, maskError } from 'graphql-yoga';
+import type { DB } from '../db/database.js';
+import { DomainError, ValidationError } from '../domain/errors.js';
+import type { Logger } from '../logger.js';
+import type { GraphQLContext } from './builder.js';
+import { schema } from './schema.js';
+
+export type ServerContext = { req: FastifyRequest; reply: FastifyReply };
+
+const EXAMPLE_OPERATIONS = `# Add your API key under Headers: {"Authorization": "Bearer lk_..."}
+query Customer {
+  customer(identifier: "demo-1001") {
+    email
+    points
+    activities(first: 5) { edges { node { _id type oldPoints newPoints createdAt } } }
+  }
+}
+
+mutation AddPoints {
+  pointsAdd(input: { customerIdentifier: "demo-1001", amount: 10, description: "GraphiQL" }) {
+    activity { _id oldPoints newPoints }
+    userErrors { code field message }
+  }
+}
+`;
+
+export function unauthenticatedError(): GraphQLError {
+  return new GraphQLError('a valid API key is required: Authorization: Bearer <key>', {
+    extensions: { code: 'unauthorized', http: { status: 401, headers: { 'www-authenticate': 'Bearer' } } },
+  });
+}
+
+/** Yoga over the Pothos schema; Fastify authenticates, Yoga turns the shop into the context. */
+export function createGraphQLServer(db: DB, logger: Logger) {
+  return createYoga<ServerContext, GraphQLContext>({
+    schema,
+    graphqlEndpoint: '/graphql',
+    logging: {
+      debug: (...args) => logger.debug(args.map(String).join(' ')),
+      info: (...args) => logger.info(args.map(String).join(' ')),
+      warn: (...args) => logger.warn(args.map(String).join(' ')),
+      error: (...args) => logger.error({ err: args.find((a) => a instanceof Error) }, args.map(String).join(' ')),
+    },
+    graphiql: { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL' },
+    landingPage: false,
+    context: ({ req }) => {
+      if (!req.shop) throw unauthenticatedError();
+      return { db, shop: req.shop };
+    },
+    maskedErrors: {
+      // Domain errors are meant for clients and carry the REST error code; the rest stays masked.
+      maskError(error, message, isDev) {
+        const original = error instanceof GraphQLError ? error.originalError : error;
+        if (original instanceof DomainError && error instanceof GraphQLError) {
+          return new GraphQLError(original.message, {
+            nodes: error.nodes,
+            path: error.path,
+            extensions: {
+              code: original.code,
+              ...(original instanceof ValidationError ? { details: original.details } : {}),
+            },
+          });
+        }
+        return maskError(error, message, isDev);
+      },
+    },
+  });
+}

@@ -1,0 +1,108 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { DB } from '../db/database.js';
+import { isDatabaseReachable } from '../db/database.js';
+import { createGraphQLServer } from '../graphql/yoga.js';
+import type { Logger } from '../logger.js';
+import { REST_PREFIX, restApi } from '../rest/index.js';
+import { resolveShop } from './auth.js';
+import { HttpError, toErrorResponse } from './errors.js';
+import { idempotencyHooks } from './idempotency.js';
+
+export const BODY_LIMIT = 1024 * 1024;
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/**
+ * The one HTTP server: REST under /rest-api/v1, GraphQL at /graphql, health probes.
+ * Fastify gives us schema-less JSON parsing with a body limit, encapsulated hooks for auth and
+ * idempotency, request ids and pino logging, and a graceful close that drains in-flight requests.
+ */
+export async function createHttpServer(deps: { db: DB; logger: Logger }): Promise<FastifyInstance> {
+  const { db, logger } = deps;
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    bodyLimit: BODY_LIMIT,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+
+  // JSON only: a text/plain (or any other) body is refused as a wrong content type.
+  app.removeContentTypeParser('text/plain');
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    reply.header('x-request-id', request.id);
+    return payload;
+  });
+
+  app.setErrorHandler((err, request, reply) => {
+    const { body, headers, internal } = toErrorResponse(err);
+    if (internal) request.log.error({ err }, 'request failed');
+    return reply.code(body.statusCode).headers(headers).send(body);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const { body } = toErrorResponse(new HttpError(404, 'not_found', `no route ${request.method} ${request.url.split('?')[0]}`));
+    return reply.code(404).send(body);
+  });
+
+  // A known path with a method it does not serve is 405 with Allow, not 404.
+  const routes = new Map<string, Set<string>>();
+  app.addHook('onRoute', (route) => {
+    const methods = routes.get(route.url) ?? new Set<string>();
+    for (const m of [route.method].flat()) methods.add(m);
+    routes.set(route.url, methods);
+  });
+
+  app.get('/healthz', async () => ({ success: true, status: 'alive' }));
+  app.get('/readyz', async (_request, reply) => {
+    const ready = await isDatabaseReachable(db);
+    return reply.code(ready ? 200 : 503).send(
+      ready
+        ? { success: true, status: 'ready' }
+        : { success: false, statusCode: 503, error: 'not_ready', message: 'the database is unreachable' },
+    );
+  });
+
+  await app.register(restApi, { prefix: REST_PREFIX, db });
+
+  const yoga = createGraphQLServer(db, logger);
+  const idempotency = idempotencyHooks(db);
+  app.route({
+    url: '/graphql',
+    method: ['GET', 'POST', 'OPTIONS'],
+    onRequest: resolveShop(db),
+    preHandler: idempotency.preHandler,
+    onSend: idempotency.onSend,
+    handler: async (request: FastifyRequest, reply: FastifyReply) => {
+      const response = await yoga.handleNodeRequestAndResponse(request, reply, { req: request, reply });
+      response.headers.forEach((value, key) => reply.header(key, value));
+      reply.code(response.status);
+      // Streams (SSE) pass through; everything else is buffered so idempotency can store it.
+      const streaming = response.headers.get('content-type')?.includes('text/event-stream');
+      return reply.send(streaming ? response.body : await response.text());
+    },
+  });
+
+  for (const [url, served] of routes) {
+    const others = METHODS.filter((m) => !served.has(m));
+    if (others.length === 0) continue;
+    const allow = [...served].join(', ');
+    app.route({
+      url,
+      method: others,
+      handler: async (request, reply) => {
+        const { body } = toErrorResponse(new HttpError(405, 'method_not_allowed', `${request.method} is not allowed here; use ${allow}`));
+        return reply.code(405).header('allow', allow).send(body);
+      },
+    });
+  }
+
+  return app;
+}
