@@ -1,6 +1,14 @@
+import { createRequire } from 'node:module';
 import { defineConfig } from 'vitest/config';
 
+const require = createRequire(import.meta.url);
+
 export default defineConfig({
+  resolve: {
+    // graphql ships CJS (main) and ESM (module) builds. Node gives Yoga and Pothos the CJS one;
+    // our own code must get the same instance or `instanceof GraphQLError` fails across them.
+    alias: [{ find: /^graphql$/, replacement: require.resolve('graphql') }],
+  },
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: 60_000,

@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from './helpers.js';
+
+let t: TestApp;
+let shop: { shopId: string; apiKey: string };
+
+beforeAll(async () => {
+  t = await startTestApp();
+  shop = await t.shop();
+  await t.customer(shop.shopId, 'idem-1', 100);
+});
+afterAll(() => t?.stop());
+
+async function balance(id: string) {
+  const res = await t.graphql(shop.apiKey, `{ customer(identifier: "${id}") { points activities(first: 250) { edges { node { _id } } } } }`);
+  return { points: res.data.customer.points as number, entries: res.data.customer.activities.edges.length as number };
+}
+
+describe('Idempotency-Key', () => {
+  it('replays the stored response and changes nothing the second time', async () => {
+    const headers = { 'idempotency-key': 'order-1001-points' };
+    const body = { customerIdentifier: 'idem-1', amount: 10 };
+    const first = await t.post('/rest-api/v1/points/add', body, shop.apiKey, headers);
+    const firstJson = await first.json();
+    const before = await balance('idem-1');
+    const second = await t.post('/rest-api/v1/points/add', body, shop.apiKey, headers);
+    expect(second.status).toBe(first.status);
+    expect(second.headers.get('idempotent-replayed')).toBe('true');
+    expect(await second.json()).toEqual(firstJson);
+    expect(await balance('idem-1')).toEqual(before);
+    expect(before.points).toBe(110);
+  });
+
+  it('applies once when many requests with one key race', async () => {
+    await t.customer(shop.shopId, 'idem-2', 0);
+    const headers = { 'idempotency-key': 'race-key' };
+    const responses = await Promise.all(
+      Array.from({ length: 12 }, () => t.post('/rest-api/v1/points/add', { customerIdentifier: 'idem-2', amount: 5 }, shop.apiKey, headers)),
+    );
+    const bodies = await Promise.all(responses.map((r) => r.json()));
+    expect(responses.every((r) => r.status === 200)).toBe(true);
+    const ids = new Set(bodies.map((b) => b.activity._id));
+    expect(ids.size).toBe(1);
+    const after = await balance('idem-2');
+    expect(after.points).toBe(5);
+    expect(after.entries).toBe(1); // one add (an opening balance of 0 writes no entry)
+  });
+
+  it('refuses the same key with another body: 422 idempotency_key_reused', async () => {
+    const headers = { 'idempotency-key': 'reuse-me' };
+    await t.post('/rest-api/v1/points/add', { customerIdentifier: 'idem-1', amount: 1 }, shop.apiKey, headers);
+    const res = await t.post('/rest-api/v1/points/add', { customerIdentifier: 'idem-1', amount: 2 }, shop.apiKey, headers);
+    expect(res.status).toBe(422);
+    expect(await res.json()).toMatchObject({ success: false, statusCode: 422, error: 'idempotency_key_reused' });
+    const other = await t.post('/rest-api/v1/points/substract', { customerIdentifier: 'idem-1', amount: 1 }, shop.apiKey, headers);
+    expect(other.status).toBe(422);
+  });
+
+  it('replays error responses too (a 422 stays a 422)', async () => {
+    const headers = { 'idempotency-key': 'too-much' };
+    const body = { customerIdentifier: 'idem-1', amount: 1_000_000 };
+    const a = await t.post('/rest-api/v1/points/substract', body, shop.apiKey, headers);
+    const b = await t.post('/rest-api/v1/points/substract', body, shop.apiKey, headers);
+    expect([a.status, b.status]).toEqual([422, 422]);
+    expect(b.headers.get('idempotent-replayed')).toBe('true');
+  });
+
+  it('scopes keys per shop', async () => {
+    const other = await t.shop('Other');
+    await t.customer(other.shopId, 'idem-1', 0);
+    const headers = { 'idempotency-key': 'order-1001-points' };
+    const res = await t.post('/rest-api/v1/points/add', { customerIdentifier: 'idem-1', amount: 10 }, other.apiKey, headers);
+    expect(res.headers.get('idempotent-replayed')).toBeNull();
+    expect((await res.json()).activity.newPoints).toBe(10);
+  });
+
+  it('works on GraphQL POSTs, racing included', async () => {
+    await t.customer(shop.shopId, 'idem-3', 0);
+    const query = 'mutation($input: PointsChangeInput!) { pointsAdd(input: $input) { activity { _id newPoints } userErrors { code } } }';
+    const headers = { 'idempotency-key': 'gql-1' };
+    const results = await Promise.all(
+      Array.from({ length: 6 }, () => t.graphql(shop.apiKey, query, { input: { customerIdentifier: 'idem-3', amount: 3 } }, headers)),
+    );
+    expect(new Set(results.map((r) => r.data.pointsAdd.activity._id)).size).toBe(1);
+    expect((await balance('idem-3')).points).toBe(3);
+    const reused = await t.post('/graphql', { query, variables: { input: { customerIdentifier: 'idem-3', amount: 4 } } }, shop.apiKey, headers);
+    expect(reused.status).toBe(422);
+  });
+
+  it('rejects an unusable key with 400', async () => {
+    const res = await t.post('/rest-api/v1/points/add', { customerIdentifier: 'idem-1', amount: 1 }, shop.apiKey, {
+      'idempotency-key': 'x'.repeat(300),
+    });
+    expect(res.status).toBe(400);
+  });
+});
