@@ -22,10 +22,23 @@ const EVENT_ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
  * change it describes does. `data` is the resource after the change.
  */
 export async function recordEvent(trx: Trx, shopId: string, type: EventTopic, data: unknown): Promise<string> {
-  const id = `evt_${randomString(24, EVENT_ID_ALPHABET)}`;
-  await trx
-    .insertInto('outbox_events')
-    .values({ id, shop_id: shopId, type, data: JSON.stringify(data) })
-    .execute();
-  return id;
+  const [id] = await recordEvents(trx, shopId, [{ type, data }]);
+  return id!;
+}
+
+/** Several events in one statement, in order: for bulk writers such as the customers import. */
+export async function recordEvents(
+  trx: Trx,
+  shopId: string,
+  events: ReadonlyArray<{ type: EventTopic; data: unknown }>,
+): Promise<string[]> {
+  if (events.length === 0) return [];
+  const rows = events.map(({ type, data }) => ({
+    id: `evt_${randomString(24, EVENT_ID_ALPHABET)}`,
+    shop_id: shopId,
+    type,
+    data: JSON.stringify(data),
+  }));
+  await trx.insertInto('outbox_events').values(rows).execute();
+  return rows.map((row) => row.id);
 }
