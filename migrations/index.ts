@@ -2,7 +2,9 @@
 // code loads them under tsx, vitest and any bundler.
 import type { Migration } from 'kysely';
 import * as initial from './2026_11_22_001_initial.js';
+import * as redemptionsReferrals from './2026_11_22_002_redemptions_referrals.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
+  '2026_11_22_002_redemptions_referrals': redemptionsReferrals,
 };

@@ -7,6 +7,8 @@ export interface ShopsTable {
   id: string;
   name: string;
   created_at: Defaulted<Date>;
+  referral_referrer_points: Defaulted<number>;
+  referral_referee_points: Defaulted<number>;
 }
 
 export interface ApiKeysTable {
@@ -63,6 +65,73 @@ export interface IdempotencyKeysTable {
   completed_at: Date | null;
 }
 
+/** numeric columns: the drivers return strings; we write numbers. */
+type Decimal = ColumnType<string | number, number, number>;
+/** jsonb lists: written as JSON text, read back parsed. */
+type JsonList = ColumnType<string[], string | undefined, string>;
+
+export interface PointsRedemptionsTable {
+  id: string;
+  shop_id: string;
+  status: boolean;
+  name: string;
+  type: string;
+  discount_prefix: string;
+  exchange_type: string;
+  reward_value: number;
+  discount_value: Decimal;
+  purchase_type: string;
+  apply_product_option: string;
+  apply_products: JsonList;
+  apply_collections: JsonList;
+  apply_variants: JsonList;
+  minimum_requirement_type: string;
+  minimum_requirement_value: ColumnType<string | number | null, number | null, number | null>;
+  combinations: JsonList;
+  expire_date_type: string;
+  expire_days: number | null;
+  expire_date: Date | null;
+  sort_index: number;
+  created_at: Defaulted<Date>;
+  updated_at: Defaulted<Date>;
+}
+
+export interface DiscountCodesTable {
+  seq: Generated<number>;
+  id: string;
+  shop_id: string;
+  customer_id: string;
+  reward_id: string;
+  activity_id: string;
+  code: string;
+  type: string;
+  value: Decimal;
+  currency: string | null;
+  variant_id: string | null;
+  points_amount: number;
+  expires_at: Date | null;
+  created_at: Defaulted<Date>;
+}
+
+export interface ReferralCodesTable {
+  customer_id: string;
+  shop_id: string;
+  code: string;
+  created_at: Defaulted<Date>;
+}
+
+export interface ReferralsTable {
+  seq: Generated<number>;
+  id: string;
+  shop_id: string;
+  referee_id: string;
+  referrer_id: string;
+  referral_code: string;
+  status: Defaulted<boolean>;
+  created_at: Defaulted<Date>;
+  updated_at: Defaulted<Date>;
+}
+
 export interface Database {
   shops: ShopsTable;
   api_keys: ApiKeysTable;
@@ -70,8 +139,14 @@ export interface Database {
   activities: ActivitiesTable;
   outbox_events: OutboxEventsTable;
   idempotency_keys: IdempotencyKeysTable;
+  points_redemptions: PointsRedemptionsTable;
+  discount_codes: DiscountCodesTable;
+  referral_codes: ReferralCodesTable;
+  referrals: ReferralsTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;
 export type ActivityRow = Selectable<ActivitiesTable>;
 export type NewActivity = Insertable<ActivitiesTable>;
+export type PointsRedemptionRow = Selectable<PointsRedemptionsTable>;
+export type DiscountCodeRow = Selectable<DiscountCodesTable>;
