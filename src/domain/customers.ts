@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { CustomerRow } from '../db/schema.js';
-import { inTransaction, type Queryable } from '../db/transaction.js';
+import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import { recordEvent } from './events.js';
 import { newId } from './ids.js';
@@ -78,48 +78,55 @@ export async function upsertCustomer(
   input: unknown,
 ): Promise<{ customer: Customer; created: boolean }> {
   const data = parseInput(customerInputSchema, input);
-  return inTransaction(db, async (trx) => {
-    const existing = await trx
-      .selectFrom('customers')
-      .selectAll()
-      .where('shop_id', '=', shopId)
-      .where('shopify_customer_id', '=', data.shopifyCustomerId)
-      .forUpdate()
-      .executeTakeFirst();
-    try {
-      if (existing) {
-        const row = await trx
-          .updateTable('customers')
-          .set({
-            email: data.email,
-            birthday: data.birthday === undefined ? existing.birthday : data.birthday,
-            updated_at: new Date(),
-          })
-          .where('id', '=', existing.id)
-          .returningAll()
-          .executeTakeFirstOrThrow();
-        const customer = toCustomer(row);
-        await recordEvent(trx, shopId, 'customers/updated', customer);
-        return { customer, created: false };
-      }
+  return inTransaction(db, (trx) => upsertCustomerIn(trx, shopId, data));
+}
+
+/** The upsert inside the caller's transaction (a referral sign-up creates its referee this way). */
+export async function upsertCustomerIn(
+  trx: Trx,
+  shopId: string,
+  data: z.output<typeof customerInputSchema>,
+): Promise<{ customer: Customer; created: boolean }> {
+  const existing = await trx
+    .selectFrom('customers')
+    .selectAll()
+    .where('shop_id', '=', shopId)
+    .where('shopify_customer_id', '=', data.shopifyCustomerId)
+    .forUpdate()
+    .executeTakeFirst();
+  try {
+    if (existing) {
       const row = await trx
-        .insertInto('customers')
-        .values({
-          id: newId(),
-          shop_id: shopId,
-          shopify_customer_id: data.shopifyCustomerId,
+        .updateTable('customers')
+        .set({
           email: data.email,
-          birthday: data.birthday ?? null,
+          birthday: data.birthday === undefined ? existing.birthday : data.birthday,
+          updated_at: new Date(),
         })
+        .where('id', '=', existing.id)
         .returningAll()
         .executeTakeFirstOrThrow();
       const customer = toCustomer(row);
-      await recordEvent(trx, shopId, 'customers/created', customer);
-      return { customer, created: true };
-    } catch (err) {
-      throw translateUniqueViolation(err);
+      await recordEvent(trx, shopId, 'customers/updated', customer);
+      return { customer, created: false };
     }
-  });
+    const row = await trx
+      .insertInto('customers')
+      .values({
+        id: newId(),
+        shop_id: shopId,
+        shopify_customer_id: data.shopifyCustomerId,
+        email: data.email,
+        birthday: data.birthday ?? null,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    const customer = toCustomer(row);
+    await recordEvent(trx, shopId, 'customers/created', customer);
+    return { customer, created: true };
+  } catch (err) {
+    throw translateUniqueViolation(err);
+  }
 }
 
 /** Maps the database's unique-constraint failures on customers to domain conflicts. */
