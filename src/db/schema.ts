@@ -9,6 +9,8 @@ export interface ShopsTable {
   created_at: Defaulted<Date>;
   referral_referrer_points: Defaulted<number>;
   referral_referee_points: Defaulted<number>;
+  /** Overrides RATE_LIMIT_PER_MINUTE for this shop; null means the default. */
+  rate_limit_per_minute: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface ApiKeysTable {
@@ -132,6 +134,37 @@ export interface ReferralsTable {
   updated_at: Defaulted<Date>;
 }
 
+export interface WebhookSubscriptionsTable {
+  id: string;
+  shop_id: string;
+  topic: string;
+  callback_url: string;
+  previous_secret_valid_until: Date | null;
+  created_at: Defaulted<Date>;
+  updated_at: Defaulted<Date>;
+}
+
+export interface WebhookSecretsTable {
+  id: string;
+  subscription_id: string;
+  /** AES-256-GCM, see src/webhooks/secret-box.ts. */
+  sealed_secret: string;
+  created_at: Defaulted<Date>;
+  /** Null for the current secret; set when it is rotated out. */
+  expires_at: Date | null;
+}
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  shop_id: string;
+  subscription_id: string;
+  event_id: string;
+  topic: string;
+  status: string;
+  created_at: Defaulted<Date>;
+  updated_at: Defaulted<Date>;
+}
+
 export interface Database {
   shops: ShopsTable;
   api_keys: ApiKeysTable;
@@ -143,6 +176,9 @@ export interface Database {
   discount_codes: DiscountCodesTable;
   referral_codes: ReferralCodesTable;
   referrals: ReferralsTable;
+  webhook_subscriptions: WebhookSubscriptionsTable;
+  webhook_secrets: WebhookSecretsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;
@@ -150,3 +186,5 @@ export type ActivityRow = Selectable<ActivitiesTable>;
 export type NewActivity = Insertable<ActivitiesTable>;
 export type PointsRedemptionRow = Selectable<PointsRedemptionsTable>;
 export type DiscountCodeRow = Selectable<DiscountCodesTable>;
+export type WebhookSubscriptionRow = Selectable<WebhookSubscriptionsTable>;
+export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
