@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { type App, buildApp } from '../src/app.js';
+import { type App, type AppOptions, buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
+import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
 import { createShop } from '../src/domain/shops.js';
 import { upsertCustomer } from '../src/domain/customers.js';
 import { changePoints } from '../src/domain/points.js';
@@ -34,6 +36,26 @@ export async function isolatedPostgresUrl(): Promise<{ url: string; drop(): Prom
   };
 }
 
+/** A migrated database without a server: PGlite in memory, or a private PostgreSQL schema. */
+export async function openTestDatabase(): Promise<DatabaseHandle & { url?: string }> {
+  if (!onPostgres) {
+    const handle = await openDatabase({ dataDir: 'memory://' });
+    await migrateToLatest(handle.db);
+    return handle;
+  }
+  const schema = await isolatedPostgresUrl();
+  const handle = await openDatabase({ url: schema.url });
+  await migrateToLatest(handle.db);
+  return {
+    ...handle,
+    url: schema.url,
+    async close() {
+      await handle.close();
+      await schema.drop();
+    },
+  };
+}
+
 export type TestApp = {
   app: App;
   url: string;
@@ -48,9 +70,10 @@ export type TestApp = {
 
 /**
  * A real server on a free loopback port: on in-memory PGlite, or on PostgreSQL in a private
- * schema when TEST_DATABASE_URL is set. `env` adds configuration (a DATA_DIR, say).
+ * schema when TEST_DATABASE_URL is set. `env` adds configuration (a DATA_DIR, say); `options`
+ * injects a logger, a DNS resolver for the webhook URL check, or a rate-limit clock.
  */
-export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+export async function startTestApp(env: Record<string, string> = {}, options: AppOptions = {}): Promise<TestApp> {
   const pgSchema = onPostgres && !env.DATA_DIR ? await isolatedPostgresUrl() : undefined;
   const config = loadConfig({
     PORT: '0',
@@ -60,7 +83,7 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
     ...(pgSchema ? { DATABASE_URL: pgSchema.url } : {}),
     ...env,
   });
-  const app = await buildApp(config, { logger: createLogger(config.logLevel) });
+  const app = await buildApp(config, { logger: createLogger(config.logLevel), ...options });
   const url = await app.start();
   const db = app.database.db;
 

@@ -55,6 +55,7 @@ export interface OutboxEventsTable {
   type: string;
   data: ColumnType<unknown, string, string>;
   created_at: Defaulted<Date>;
+  relayed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface IdempotencyKeysTable {

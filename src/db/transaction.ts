@@ -7,16 +7,25 @@ export type Trx = Transaction<Database>;
 /** Either the database or an open transaction: domain reads accept both. */
 export type Queryable = DB | Trx;
 
+const commitHooks = new WeakMap<Trx, Array<() => void>>();
+
 /**
- * Runs `fn` in one transaction. Hooks registered with `afterCommit` run once the commit has
- * succeeded, so side effects (waking the event relay, say) never announce a rolled-back change.
+ * Runs `fn` in one transaction. Hooks registered on it with `afterCommit` run once the commit has
+ * succeeded, so side effects (waking the outbox relay, say) never announce a rolled-back change.
  */
-export async function inTransaction<T>(
-  db: DB,
-  fn: (trx: Trx, afterCommit: (hook: () => void) => void) => Promise<T>,
-): Promise<T> {
+export async function inTransaction<T>(db: DB, fn: (trx: Trx) => Promise<T>): Promise<T> {
   const hooks: Array<() => void> = [];
-  const result = await db.transaction().execute((trx) => fn(trx, (hook) => hooks.push(hook)));
+  const result = await db.transaction().execute((trx) => {
+    commitHooks.set(trx, hooks);
+    return fn(trx);
+  });
   for (const hook of hooks) hook();
   return result;
+}
+
+/** Runs `hook` after `trx` commits; never if it rolls back. `trx` must come from inTransaction. */
+export function afterCommit(trx: Trx, hook: () => void): void {
+  const hooks = commitHooks.get(trx);
+  if (!hooks) throw new Error('afterCommit needs a transaction opened with inTransaction');
+  hooks.push(hook);
 }

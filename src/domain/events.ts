@@ -1,4 +1,5 @@
-import type { Trx } from '../db/transaction.js';
+import { EventEmitter } from 'node:events';
+import { afterCommit, type Trx } from '../db/transaction.js';
 import { randomString } from './ids.js';
 
 /** The webhook topics, in catalog order (DESIGN.md "Webhooks"). */
@@ -40,5 +41,17 @@ export async function recordEvents(
     data: JSON.stringify(data),
   }));
   await trx.insertInto('outbox_events').values(rows).execute();
+  afterCommit(trx, () => outboxCommits.emit('commit'));
   return rows.map((row) => row.id);
+}
+
+const outboxCommits = new EventEmitter();
+
+/**
+ * Calls `listener` whenever a transaction of this process that wrote outbox events commits, so
+ * the relay can pick them up at once instead of at its next poll. Returns the unsubscribe.
+ */
+export function onOutboxCommit(listener: () => void): () => void {
+  outboxCommits.on('commit', listener);
+  return () => outboxCommits.off('commit', listener);
 }
