@@ -1,0 +1,166 @@
+import { createReadStream } from 'node:fs';
+import { open } from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { parse as parseCsv } from 'csv-parse/sync';
+import type { ImportRecord } from '../domain/customers-import.js';
+
+export type ImportFormat = 'ndjson' | 'csv';
+
+export const IMPORT_COLUMNS = ['shopifyCustomerId', 'email', 'points', 'birthday', 'referredBy'] as const;
+const REQUIRED_COLUMNS = ['shopifyCustomerId', 'email'] as const;
+
+/** The file itself is unusable (unknown columns, no header): nothing is imported. */
+export class ImportFileError extends Error {
+  readonly code = 'invalid_file';
+}
+
+/** NDJSON for .ndjson/.jsonl, CSV for .csv; otherwise NDJSON when the first non-blank character is `{`. */
+export async function detectFormat(file: string): Promise<ImportFormat> {
+  const ext = path.extname(file).toLowerCase();
+  if (ext === '.ndjson' || ext === '.jsonl') return 'ndjson';
+  if (ext === '.csv') return 'csv';
+  const handle = await open(file, 'r');
+  try {
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(4096), 0, 4096, 0);
+    const head = buffer.subarray(0, bytesRead).toString('utf8').replace(/^\uFEFF/, '').trimStart();
+    return head.startsWith('{') ? 'ndjson' : 'csv';
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The records of an import file, each with the line it starts on; lines that cannot be parsed carry an error. */
+export async function* readImportFile(file: string, format: ImportFormat): AsyncGenerator<ImportRecord> {
+  yield* format === 'ndjson' ? ndjsonRecords(readLines(file)) : csvRecords(readLines(file));
+}
+
+/** Lines in the file, for a progress bar's total. */
+export async function countLines(file: string): Promise<number> {
+  let lines = 0;
+  let last = 0x0a;
+  for await (const chunk of createReadStream(file) as AsyncIterable<Buffer>) {
+    for (let i = chunk.indexOf(0x0a); i !== -1; i = chunk.indexOf(0x0a, i + 1)) lines++;
+    if (chunk.length) last = chunk[chunk.length - 1]!;
+  }
+  return last === 0x0a ? lines : lines + 1;
+}
+
+async function* readLines(file: string): AsyncGenerator<{ line: number; text: string }> {
+  const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
+  let line = 0;
+  for await (const text of lines) {
+    line++;
+    yield { line, text: line === 1 ? text.replace(/^\uFEFF/, '') : text };
+  }
+}
+
+async function* ndjsonRecords(lines: AsyncIterable<{ line: number; text: string }>): AsyncGenerator<ImportRecord> {
+  for await (const { line, text } of lines) {
+    if (text.trim() === '') continue;
+    try {
+      yield { line, value: JSON.parse(text) };
+    } catch (err) {
+      yield { line, error: `malformed JSON: ${(err as Error).message}` };
+    }
+  }
+}
+
+/**
+ * CSV with a header row. Records are cut at line ends that are outside a quoted field, and each
+ * is parsed on its own, so a malformed line is rejected alone instead of derailing the rest of
+ * the file (csv-parse's streaming recovery can swallow the lines after a bad quote).
+ */
+async function* csvRecords(lines: AsyncIterable<{ line: number; text: string }>): AsyncGenerator<ImportRecord> {
+  let header: string[] | undefined;
+  let pending: { line: number; text: string } | undefined;
+  let lastLine = 0;
+
+  for await (const { line, text } of lines) {
+    lastLine = line;
+    const record = pending ? { line: pending.line, text: `${pending.text}\n${text}` } : { line, text };
+    if (endsInsideQuotes(text, pending !== undefined)) {
+      pending = record;
+      continue;
+    }
+    pending = undefined;
+    if (record.text.trim() === '') continue;
+
+    let cells: string[];
+    try {
+      cells = (parseCsv(record.text, { trim: true, relax_column_count: true }) as string[][])[0] ?? [];
+    } catch (err) {
+      const problem = `malformed CSV: ${(err as Error).message.replace(/ at line \d+/, '')}`;
+      if (!header) throw new ImportFileError(`the CSV header on line ${record.line} is unreadable: ${problem}`);
+      yield { line: record.line, error: problem };
+      continue;
+    }
+    if (!header) {
+      header = checkHeader(cells);
+      continue;
+    }
+    if (cells.length !== header.length) {
+      yield { line: record.line, error: `expected ${header.length} columns as in the header, got ${cells.length}` };
+      continue;
+    }
+    yield { line: record.line, value: csvRowToObject(header, cells) };
+  }
+
+  if (pending) {
+    const span = lastLine > pending.line ? `lines ${pending.line}-${lastLine}` : `line ${pending.line}`;
+    yield { line: pending.line, error: `malformed CSV: a quoted field opened here is never closed (${span} not imported)` };
+  }
+}
+
+function checkHeader(cells: string[]): string[] {
+  const known = new Set<string>(IMPORT_COLUMNS);
+  const unknown = cells.filter((c) => !known.has(c));
+  if (unknown.length > 0) {
+    throw new ImportFileError(
+      `unknown column(s) ${unknown.map((c) => `"${c}"`).join(', ')} in the CSV header; expected ${IMPORT_COLUMNS.join(', ')}`,
+    );
+  }
+  const repeated = cells.filter((c, i) => cells.indexOf(c) !== i);
+  if (repeated.length > 0) throw new ImportFileError(`column "${repeated[0]}" appears twice in the CSV header`);
+  const missing = REQUIRED_COLUMNS.filter((c) => !cells.includes(c));
+  if (missing.length > 0) throw new ImportFileError(`the CSV header lacks the column(s) ${missing.join(', ')}`);
+  return cells;
+}
+
+/** Empty cells are absent values; `points` becomes a number when it looks like one, else stays text for the validator to refuse. */
+function csvRowToObject(header: string[], cells: string[]): Record<string, unknown> {
+  const value: Record<string, unknown> = {};
+  header.forEach((column, i) => {
+    const cell = cells[i]!;
+    if (cell === '') return;
+    value[column] = column === 'points' && /^[-+]?\d+(\.\d+)?$/.test(cell) ? Number(cell) : cell;
+  });
+  return value;
+}
+
+/**
+ * Whether a CSV line ends inside a quoted field (so the record continues on the next line).
+ * A quote opens a field only at its start; a doubled quote inside a quoted field is a literal one.
+ */
+function endsInsideQuotes(line: string, startsInside: boolean): boolean {
+  if (!startsInside && !line.includes('"')) return false;
+  let inside = startsInside;
+  let atFieldStart = !startsInside;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (inside) {
+      if (c === '"') {
+        if (line[i + 1] === '"') i++;
+        else inside = false;
+      }
+    } else if (c === ',') {
+      atFieldStart = true;
+    } else if (c === '"' && atFieldStart) {
+      inside = true;
+      atFieldStart = false;
+    } else if (c !== ' ' && c !== '\t') {
+      atFieldStart = false;
+    }
+  }
+  return inside;
+}

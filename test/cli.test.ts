@@ -1,0 +1,400 @@
+import { spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { once } from 'node:events';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type DB, openDatabase } from '../src/db/database.js';
+import { type ImportRecord, importCustomers } from '../src/domain/customers-import.js';
+import { authenticateApiKey } from '../src/domain/shops.js';
+import { isolatedPostgresUrl, onPostgres, startTestApp } from './helpers.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+const fixture = (name: string) => path.join(ROOT, 'test/fixtures', name);
+
+// The CLI under test runs as a child process on the same database as the checks below: a private
+// PostgreSQL schema when TEST_DATABASE_URL is set, else a fresh PGlite data folder.
+let dbEnv: Record<string, string>;
+let dataDir: string;
+let dropSchema: (() => Promise<void>) | undefined;
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(path.join(tmpdir(), 'loyalty-cli-'));
+  if (onPostgres) {
+    const schema = await isolatedPostgresUrl();
+    dropSchema = schema.drop;
+    dbEnv = { DATABASE_URL: schema.url };
+  } else {
+    dbEnv = { DATABASE_URL: '', DATA_DIR: dataDir };
+  }
+});
+afterAll(async () => {
+  await dropSchema?.();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+type CliResult = { code: number | null; stdout: string; stderr: string };
+
+function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, ['src/cli/main.ts', ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ...dbEnv, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Runs the CLI with --json and returns its parsed output, failing on a non-zero exit. */
+async function cliJson(args: string[]): Promise<any> {
+  const res = await cli([...args, '--json']);
+  expect(res.code, res.stderr || res.stdout).toBe(0);
+  return JSON.parse(res.stdout);
+}
+
+/** The CLI's database, opened here for checks (on PGlite only while no CLI runs: the folder is locked). */
+async function withDb<T>(fn: (db: DB) => Promise<T>): Promise<T> {
+  const handle = await openDatabase(onPostgres ? { url: dbEnv.DATABASE_URL } : { dataDir });
+  try {
+    return await fn(handle.db);
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * The ledger invariants of a shop, in SQL so they scale to the large import: every entry's
+ * oldPoints is the previous entry's newPoints (0 for the first), and every balance equals its
+ * customer's last newPoints (0 without entries).
+ */
+async function ledgerViolations(db: DB, shopId: string): Promise<{ brokenChains: number; wrongBalances: number }> {
+  const chains = await sql<{ n: number }>`
+    select count(*)::int as n from (
+      select old_points, lag(new_points, 1, 0::bigint) over (partition by customer_id order by seq) as previous
+      from activities where shop_id = ${shopId}
+    ) entries where old_points <> previous`.execute(db);
+  const balances = await sql<{ n: number }>`
+    select count(*)::int as n from customers c
+    left join lateral (select new_points from activities a where a.customer_id = c.id order by seq desc limit 1) last on true
+    where c.shop_id = ${shopId} and c.points <> coalesce(last.new_points, 0)`.execute(db);
+  return { brokenChains: chains.rows[0]!.n, wrongBalances: balances.rows[0]!.n };
+}
+
+async function eventCounts(db: DB, shopId: string): Promise<Record<string, number>> {
+  const rows = await db
+    .selectFrom('outbox_events')
+    .select(['type', (eb) => eb.fn.countAll<number>().as('n')])
+    .where('shop_id', '=', shopId)
+    .groupBy('type')
+    .execute();
+  return Object.fromEntries(rows.map((r) => [r.type, Number(r.n)]));
+}
+
+const rejectedLines = (result: { rejected: Array<{ line: number }> }) => result.rejected.map((r) => r.line);
+
+describe('CLI: migrations, shops and API keys', () => {
+  it('db migrate applies the migrations once', { timeout: 120_000 }, async () => {
+    const first = await cliJson(['db', 'migrate']);
+    expect(first.applied).toContain('2026_11_22_001_initial');
+    expect(await cliJson(['db', 'migrate'])).toEqual({ applied: [] });
+  });
+
+  it('shop create gives a working key; key create/list/revoke; a revoked key gets 401', { timeout: 180_000 }, async () => {
+    const created = await cliJson(['shop', 'create', '--name', 'CLI shop']);
+    expect(Object.keys(created).sort()).toEqual(['apiKey', 'shopId']);
+    expect(created.shopId).toMatch(/^[0-9a-f]{24}$/);
+    expect(created.apiKey).toMatch(/^lk_[a-z0-9]{10}_[A-Za-z0-9]{40}$/);
+
+    const second = await cliJson(['key', 'create', '--shop', created.shopId]);
+    expect(second.apiKey).toMatch(/^lk_[a-z0-9]{10}_[A-Za-z0-9]{40}$/);
+    expect(second.apiKey.startsWith(`${second.prefix}_`)).toBe(true);
+
+    const listing = await cli(['key', 'list', '--shop', created.shopId, '--json']);
+    expect(listing.code).toBe(0);
+    // Prefixes and dates only: neither secret appears anywhere in the output.
+    expect(listing.stdout).not.toContain(created.apiKey.slice(14));
+    expect(listing.stdout).not.toContain(second.apiKey.slice(14));
+    const { keys } = JSON.parse(listing.stdout);
+    expect(keys.map((k: any) => k.prefix).sort()).toEqual([created.apiKey.slice(0, 13), second.prefix].sort());
+    expect(keys.every((k: any) => k.revokedAt === null && !Number.isNaN(Date.parse(k.createdAt)))).toBe(true);
+
+    // A real server on the same database accepts both keys: an unknown customer is a 404, not a 401.
+    const probe = (t: Awaited<ReturnType<typeof startTestApp>>, key: string) =>
+      t.post('/rest-api/v1/points/add', { customerIdentifier: 'nobody', amount: 1 }, key).then((r) => r.status);
+    let server = await startTestApp(dbEnv);
+    try {
+      expect(await probe(server, created.apiKey)).toBe(404);
+      expect(await probe(server, second.apiKey)).toBe(404);
+      expect(await probe(server, `${created.apiKey.slice(0, -1)}x`)).toBe(401);
+      if (!onPostgres) {
+        // PGlite's folder belongs to the running server: the CLI says so instead of touching it.
+        const locked = await cli(['key', 'list', '--shop', created.shopId]);
+        expect(locked.code).toBe(1);
+        expect(locked.stderr.trim().split('\n')).toHaveLength(1);
+        expect(locked.stderr).toMatch(/data folder .* is in use by process \d+/);
+        const lockedJson = await cli(['key', 'list', '--shop', created.shopId, '--json']);
+        expect(JSON.parse(lockedJson.stdout)).toMatchObject({ error: 'data_dir_locked' });
+      }
+    } finally {
+      await server.stop();
+    }
+
+    // Revoke the first key by its prefix; the second (revoked by full key below) keeps working until then.
+    const revoked = await cliJson(['key', 'revoke', '--shop', created.shopId, '--key', created.apiKey.slice(0, 13)]);
+    expect(revoked.prefix).toBe(created.apiKey.slice(0, 13));
+    expect(Date.parse(revoked.revokedAt)).not.toBeNaN();
+
+    server = await startTestApp(dbEnv);
+    try {
+      const res = await server.post('/rest-api/v1/points/add', { customerIdentifier: 'nobody', amount: 1 }, created.apiKey);
+      expect(res.status).toBe(401);
+      expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/);
+      expect(await probe(server, second.apiKey)).toBe(404);
+    } finally {
+      await server.stop();
+    }
+
+    await cliJson(['key', 'revoke', '--shop', created.shopId, '--key', second.apiKey]);
+    await withDb(async (db) => {
+      expect(await authenticateApiKey(db, second.apiKey)).toBeNull();
+      expect(await authenticateApiKey(db, created.apiKey)).toBeNull();
+    });
+    const after = await cliJson(['key', 'list', '--shop', created.shopId]);
+    expect(after.keys.every((k: any) => k.revokedAt !== null)).toBe(true);
+  });
+
+  it('reports domain and configuration errors in one line, exit code 1', { timeout: 120_000 }, async () => {
+    const unknownShop = await cli(['key', 'create', '--shop', 'no-such-shop', '--json']);
+    expect(unknownShop.code).toBe(1);
+    expect(JSON.parse(unknownShop.stdout)).toEqual({ error: 'shop_not_found', message: 'no shop with id no-such-shop' });
+
+    const human = await cli(['key', 'revoke', '--shop', 'no-such-shop', '--key', 'lk_abcdefghij']);
+    expect(human.code).toBe(1);
+    expect(human.stdout).toBe('');
+    expect(human.stderr).toBe('error: no shop with id no-such-shop\n');
+
+    const badConfig = await cli(['db', 'migrate'], { DATABASE_URL: 'mysql://localhost/x' });
+    expect(badConfig.code).toBe(1);
+    expect(badConfig.stderr).toBe('error: invalid configuration: DATABASE_URL: must be a postgres:// URL\n');
+
+    const missingFile = await cli(['customers', 'import', 'no/such/file.csv', '--shop', 'x', '--json']);
+    expect(missingFile.code).toBe(1);
+    expect(JSON.parse(missingFile.stdout).error).toBe('invalid_file');
+  });
+});
+
+describe('CLI: customers import', () => {
+  let shopId: string;
+  beforeAll(async () => {
+    ({ shopId } = await cliJson(['shop', 'create', '--name', 'Import shop']));
+  }, 120_000);
+
+  it('imports the good lines of NDJSON and CSV files and rejects each bad line by number', { timeout: 180_000 }, async () => {
+    // Batches of 2 on the NDJSON file: line 9's e-mail clashes with line 1, committed in an earlier batch.
+    const ndjson = await cliJson(['customers', 'import', fixture('customers-mixed.ndjson'), '--shop', shopId, '--batch-size', '2']);
+    expect(ndjson.imported).toBe(4);
+    expect(rejectedLines(ndjson)).toEqual([3, 4, 5, 6, 7, 9, 11, 12, 13, 14, 15, 16]);
+    const byLine = Object.fromEntries(ndjson.rejected.map((r: any) => [r.line, r.error]));
+    expect(byLine[3]).toMatch(/^email:/);
+    expect(byLine[4]).toMatch(/^points:.*>=0/);
+    expect(byLine[5]).toMatch(/^points:.*int/);
+    expect(byLine[6]).toMatch(/^shopifyCustomerId:/);
+    expect(byLine[7]).toMatch(/^malformed JSON/);
+    expect(byLine[9]).toMatch(/N1@Example\.com belongs to customer "n1"/);
+    expect(byLine[11]).toBe('shopifyCustomerId "n2" repeats line 2');
+    expect(byLine[12]).toMatch(/nickname/);
+
+    // CSV, one batch: line 9 repeats line 2's e-mail inside the batch; lines 14-15 are one quoted record.
+    const csv = await cli(['customers', 'import', fixture('customers-mixed.csv'), '--shop', shopId, '--json']);
+    expect(csv.code).toBe(0);
+    const csvResult = JSON.parse(csv.stdout);
+    expect(csvResult.imported).toBe(5);
+    expect(rejectedLines(csvResult)).toEqual([4, 5, 6, 7, 8, 9, 11, 12, 14]);
+    const csvByLine = Object.fromEntries(csvResult.rejected.map((r: any) => [r.line, r.error]));
+    expect(csvByLine[8]).toBe('expected 5 columns as in the header, got 3');
+    expect(csvByLine[9]).toBe('e-mail C1@EXAMPLE.COM is also on line 2');
+    expect(csvByLine[12]).toMatch(/^malformed CSV/);
+    // Imported rows that name a referrer are left for the referral feature, and the CLI says so.
+    expect(csv.stderr).toMatch(/1 imported row\(s\) name a referrer/);
+
+    await withDb(async (db) => {
+      const customers = await db
+        .selectFrom('customers')
+        .select(['shopify_customer_id', 'email', 'points', 'birthday'])
+        .where('shop_id', '=', shopId)
+        .orderBy('shopify_customer_id')
+        .execute();
+      expect(customers).toEqual([
+        { shopify_customer_id: 'c1', email: 'c1@example.com', points: 100, birthday: '1985-02-03' },
+        { shopify_customer_id: 'c12', email: 'c12@example.com', points: 12, birthday: null },
+        { shopify_customer_id: 'c14', email: 'c14@example.com', points: 14, birthday: null },
+        { shopify_customer_id: 'c2', email: 'c2@example.com', points: 0, birthday: null },
+        { shopify_customer_id: 'c9', email: 'c9@example.com', points: 9, birthday: null },
+        { shopify_customer_id: 'n1', email: 'n1@example.com', points: 100, birthday: '1990-05-01' },
+        { shopify_customer_id: 'n10', email: 'n10@example.com', points: 0, birthday: null },
+        { shopify_customer_id: 'n17', email: 'n17@example.com', points: 17, birthday: null },
+        { shopify_customer_id: 'n2', email: 'n2@example.com', points: 0, birthday: null },
+      ]);
+      const activities = await db
+        .selectFrom('activities')
+        .select(['type', 'setting_type', 'old_points', 'new_points'])
+        .where('shop_id', '=', shopId)
+        .execute();
+      // One ledger entry per non-zero opening balance, through the ledger's own record type.
+      expect(activities).toHaveLength(6);
+      expect(activities.every((a) => a.type === 'update_points' && a.setting_type === 'import' && a.old_points === 0)).toBe(true);
+      expect(activities.map((a) => a.new_points).sort((a, b) => a - b)).toEqual([9, 12, 14, 17, 100, 100]);
+      expect(await eventCounts(db, shopId)).toEqual({ 'customers/created': 9, 'points/updated': 6 });
+      expect(await ledgerViolations(db, shopId)).toEqual({ brokenChains: 0, wrongBalances: 0 });
+    });
+  });
+
+  it('re-importing updates in place and writes ledger entries only for changed balances', { timeout: 180_000 }, async () => {
+    const first = await cliJson(['customers', 'import', fixture('customers-update.ndjson'), '--shop', shopId]);
+    expect(first.imported).toBe(6);
+    expect(first.rejected).toEqual([{ line: 5, error: 'e-mail N10@example.com belongs to customer "n10"' }]);
+
+    const checkAfterUpdate = () =>
+      withDb(async (db) => {
+        const customers = await db
+          .selectFrom('customers')
+          .select(['shopify_customer_id', 'email', 'points'])
+          .where('shop_id', '=', shopId)
+          .execute();
+        expect(customers).toHaveLength(10);
+        const byId = Object.fromEntries(customers.map((c) => [c.shopify_customer_id, c]));
+        expect(byId.n2!.points).toBe(50);
+        expect(byId.c1!.points).toBe(40);
+        expect(byId.c12!.points).toBe(12); // no points column: balance kept
+        expect(byId.c2!.email).toBe('c2@example.com'); // its new e-mail was refused
+        expect(byId.n17).toMatchObject({ email: 'n17-new@example.com', points: 17 });
+        expect(byId.new1!.points).toBe(0);
+        const entries = await db
+          .selectFrom('activities')
+          .innerJoin('customers', 'customers.id', 'activities.customer_id')
+          .select(['customers.shopify_customer_id as who', 'old_points', 'new_points', 'type', 'setting_type'])
+          .where('activities.shop_id', '=', shopId)
+          .orderBy('seq')
+          .execute();
+        expect(entries).toHaveLength(8);
+        expect(entries.slice(6)).toEqual([
+          { who: 'n2', old_points: 0, new_points: 50, type: 'update_points', setting_type: 'import' },
+          { who: 'c1', old_points: 100, new_points: 40, type: 'update_points', setting_type: 'import' },
+        ]);
+        expect(await eventCounts(db, shopId)).toEqual({ 'customers/created': 10, 'customers/updated': 1, 'points/updated': 8 });
+        const pointsEvent = await db
+          .selectFrom('outbox_events')
+          .select('data')
+          .where('shop_id', '=', shopId)
+          .where('type', '=', 'points/updated')
+          .orderBy('seq', 'desc')
+          .executeTakeFirstOrThrow();
+        expect(pointsEvent.data).toMatchObject({ type: 'update_points', settingType: 'import', oldPoints: 100, newPoints: 40 });
+        expect(await ledgerViolations(db, shopId)).toEqual({ brokenChains: 0, wrongBalances: 0 });
+      });
+    await checkAfterUpdate();
+
+    // The same file again changes nothing: no rows, no ledger entries, no events.
+    const again = await cliJson(['customers', 'import', fixture('customers-update.ndjson'), '--shop', shopId]);
+    expect(again).toEqual(first);
+    await checkAfterUpdate();
+  });
+
+  it('prints a human summary without --json', { timeout: 120_000 }, async () => {
+    const res = await cli(['customers', 'import', fixture('customers-update.ndjson'), '--shop', shopId]);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toBe(
+      `Imported 6 customer(s) from ${fixture('customers-update.ndjson')}: 0 created, 0 updated, 6 unchanged; 0 balance(s) set.\n` +
+        'Rejected 1 line(s):\n  line 5: e-mail N10@example.com belongs to customer "n10"\n',
+    );
+  });
+});
+
+describe('customers import next to live points traffic', () => {
+  it('keeps every ledger chain intact while REST adds race the import', { timeout: 120_000 }, async () => {
+    const t = await startTestApp();
+    try {
+      const { shopId, apiKey } = await t.shop();
+      const ids = Array.from({ length: 100 }, (_, i) => `k${i}`);
+      async function* records(points?: number): AsyncGenerator<ImportRecord> {
+        for (const [i, id] of ids.entries()) {
+          yield { line: i + 1, value: { shopifyCustomerId: id, email: `${id}@example.com`, ...(points === undefined ? {} : { points }) } };
+        }
+      }
+      expect((await importCustomers(t.app.database.db, shopId, records())).created).toBe(100);
+
+      // Two adds of 5 per customer (balances stay below 500) while the import sets every balance to 500.
+      const adds = Array.from({ length: 200 }, (_, i) =>
+        t.post('/rest-api/v1/points/add', { customerIdentifier: ids[i % 100], amount: 5 }, apiKey).then((r) => r.status),
+      );
+      const [result, statuses] = await Promise.all([
+        importCustomers(t.app.database.db, shopId, records(500), { batchSize: 10 }),
+        Promise.all(adds),
+      ]);
+      expect(statuses.every((s) => s === 200)).toBe(true);
+      expect(result).toMatchObject({ imported: 100, updated: 100, balancesSet: 100, rejected: [] });
+
+      const db = t.app.database.db;
+      expect(await ledgerViolations(db, shopId)).toEqual({ brokenChains: 0, wrongBalances: 0 });
+      const counts = await db
+        .selectFrom('activities')
+        .select(['type', (eb) => eb.fn.countAll<number>().as('n')])
+        .where('shop_id', '=', shopId)
+        .groupBy('type')
+        .execute();
+      expect(Object.fromEntries(counts.map((c) => [c.type, Number(c.n)]))).toEqual({ add_points: 200, update_points: 100 });
+      // Each balance is 500 plus the adds that landed after the import's set.
+      const balances = await db.selectFrom('customers').select('points').where('shop_id', '=', shopId).execute();
+      expect(balances.every((b) => [500, 505, 510].includes(b.points))).toBe(true);
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
+describe.skipIf(!onPostgres)('customers import at scale (PostgreSQL)', () => {
+  it('imports 100,000 rows in under a minute', { timeout: 180_000 }, async () => {
+    const { shopId } = await cliJson(['shop', 'create', '--name', 'Big import']);
+    const file = path.join(dataDir, 'big.ndjson');
+    const out = createWriteStream(file);
+    for (let i = 0; i < 100_000; i++) {
+      const row = {
+        shopifyCustomerId: `big-${i}`,
+        email: `big-${i}@example.com`,
+        points: i % 4 === 0 ? 0 : (i * 7) % 5000,
+        ...(i % 3 === 0 ? { birthday: '1990-01-15' } : {}),
+      };
+      if (!out.write(`${JSON.stringify(row)}\n`)) await once(out, 'drain');
+    }
+    out.end();
+    await once(out, 'finish');
+
+    const started = performance.now();
+    const res = await cli(['customers', 'import', file, '--shop', shopId, '--json']);
+    const seconds = (performance.now() - started) / 1000;
+    console.log(`customers import: 100,000 rows in ${seconds.toFixed(1)} s (whole CLI process, PostgreSQL)`);
+    expect(res.code, res.stderr).toBe(0);
+    expect(JSON.parse(res.stdout)).toEqual({ imported: 100_000, rejected: [] });
+    expect(seconds).toBeLessThan(60);
+
+    await withDb(async (db) => {
+      const { n } = await db
+        .selectFrom('customers')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('shop_id', '=', shopId)
+        .executeTakeFirstOrThrow();
+      expect(Number(n)).toBe(100_000);
+      expect(await eventCounts(db, shopId)).toEqual({ 'customers/created': 100_000, 'points/updated': 75_000 });
+      expect(await ledgerViolations(db, shopId)).toEqual({ brokenChains: 0, wrongBalances: 0 });
+    });
+  });
+});
