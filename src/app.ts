@@ -5,6 +5,9 @@ import { migrateToLatest } from './db/migrate.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
 import { createHttpServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
+import { createRateLimiter, type RateLimiter } from './rate-limit/limiter.js';
+import { createSecretBox, loadSecretsKey } from './webhooks/secret-box.js';
+import { type Resolver, UrlPolicy } from './webhooks/url-policy.js';
 
 export type App = {
   database: DatabaseHandle;
@@ -15,7 +18,13 @@ export type App = {
   stop(): Promise<void>;
 };
 
-export type AppOptions = { logger?: Logger };
+export type AppOptions = {
+  logger?: Logger;
+  /** How webhook callback host names resolve for the SSRF check; tests inject their own. */
+  resolveHost?: Resolver;
+  /** The rate limiter's clock (ms); tests move it by hand. */
+  clock?: () => number;
+};
 
 const HOUR = 60 * 60 * 1000;
 
@@ -27,11 +36,30 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     poolSize: config.databasePoolSize,
   });
   let http: Awaited<ReturnType<typeof createHttpServer>>;
+  let rateLimiter: RateLimiter | undefined;
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length) logger.info({ migrations: applied }, 'database migrated');
-    http = await createHttpServer({ db: database.db, logger });
+    const secretsKey = loadSecretsKey({ secretsKey: config.secretsKey, dataDir: config.dataDir });
+    if (secretsKey.source === 'file' && config.databaseUrl) {
+      logger.warn('SECRETS_KEY is not set: webhook secrets are encrypted with the key file in DATA_DIR; give every instance the same SECRETS_KEY');
+    }
+    const webhooks = {
+      db: database.db,
+      urlPolicy: new UrlPolicy({ allowedHosts: config.webhookAllowedHosts, resolve: options.resolveHost }),
+      secrets: createSecretBox(secretsKey.key),
+    };
+    rateLimiter = await createRateLimiter({
+      db: database.db,
+      logger,
+      redisUrl: config.redisUrl,
+      defaultLimit: config.rateLimitPerMinute,
+      keyPrefix: config.redisKeyPrefix,
+      clock: options.clock,
+    });
+    http = await createHttpServer({ db: database.db, logger, rateLimiter, webhooks });
   } catch (err) {
+    await rateLimiter?.close();
     await database.close();
     throw err;
   }
@@ -55,6 +83,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       stopping ??= (async () => {
         clearInterval(purge);
         await http.close();
+        await rateLimiter.close();
         await database.close();
       })();
       return stopping;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseAllowedHosts } from './webhooks/url-policy.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -17,6 +18,26 @@ const configSchema = z.object({
     z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
   ),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  // Prefix of every Redis key we write, so several deployments (or test runs) can share one Redis.
+  REDIS_KEY_PREFIX: z.string().default('loyalty:'),
+  // Per shop and per operation, for points, redemptions, referrals and GraphQL; the webhook
+  // endpoints have the contract's fixed limits. A shop's rate_limit_per_minute overrides it.
+  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000_000).default(600),
+  // Hosts, IPs or CIDRs webhooks may target although private (tests, local demos). Empty in production.
+  WEBHOOK_ALLOWED_HOSTS: z
+    .string()
+    .default('')
+    .transform((v) => v.split(',').map((h) => h.trim()).filter(Boolean))
+    .superRefine((hosts, ctx) => {
+      try {
+        parseAllowedHosts(hosts);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    }),
+  // 64 hex characters (32 bytes) encrypting webhook signing secrets at rest; the same on every
+  // instance. Unset: a key file in DATA_DIR, created on first start.
+  SECRETS_KEY: optionalString.pipe(z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters').optional()),
 });
 
 export type Config = {
@@ -27,6 +48,10 @@ export type Config = {
   databasePoolSize: number;
   redisUrl: string | undefined;
   logLevel: (typeof LOG_LEVELS)[number];
+  redisKeyPrefix: string;
+  rateLimitPerMinute: number;
+  webhookAllowedHosts: string[];
+  secretsKey: string | undefined;
 };
 
 export class ConfigError extends Error {}
@@ -47,5 +72,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databasePoolSize: c.DATABASE_POOL_SIZE,
     redisUrl: c.REDIS_URL,
     logLevel: c.LOG_LEVEL,
+    redisKeyPrefix: c.REDIS_KEY_PREFIX,
+    rateLimitPerMinute: c.RATE_LIMIT_PER_MINUTE,
+    webhookAllowedHosts: c.WEBHOOK_ALLOWED_HOSTS,
+    secretsKey: c.SECRETS_KEY,
   };
 }

@@ -4,11 +4,13 @@ import ValidationPlugin from '@pothos/plugin-validation';
 import { GraphQLError } from 'graphql';
 import type { DB } from '../db/database.js';
 import type { Shop } from '../domain/shops.js';
+import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import { validationErrorFrom } from '../domain/validation.js';
 
 export type GraphQLContext = {
   db: DB;
   shop: Shop;
+  webhooks: WebhookSubscriptionDeps;
 };
 
 export const builder = new SchemaBuilder<{

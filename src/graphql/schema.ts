@@ -3,6 +3,7 @@ import { builder } from './builder.js';
 import './activity.js';
 import './customer.js';
 import './points.js';
+import './webhook.js';
 
 export const schema = builder.toSchema();
 

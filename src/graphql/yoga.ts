@@ -4,7 +4,10 @@ import { createYoga, maskError } from 'graphql-yoga';
 import type { DB } from '../db/database.js';
 import { DomainError, ValidationError } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
+import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
+import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { GraphQLContext } from './builder.js';
+import { useRateLimits } from './rate-limit.js';
 import { schema } from './schema.js';
 
 export type ServerContext = { req: FastifyRequest; reply: FastifyReply };
@@ -33,10 +36,11 @@ export function unauthenticatedError(): GraphQLError {
 }
 
 /** Yoga over the Pothos schema; Fastify authenticates, Yoga turns the shop into the context. */
-export function createGraphQLServer(db: DB, logger: Logger) {
+export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimiter: RateLimiter; webhooks: WebhookSubscriptionDeps }) {
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
+    plugins: [useRateLimits(services.rateLimiter)],
     logging: {
       debug: (...args) => logger.debug(args.map(String).join(' ')),
       info: (...args) => logger.info(args.map(String).join(' ')),
@@ -47,7 +51,7 @@ export function createGraphQLServer(db: DB, logger: Logger) {
     landingPage: false,
     context: ({ req }) => {
       if (!req.shop) throw unauthenticatedError();
-      return { db, shop: req.shop };
+      return { db, shop: req.shop, webhooks: services.webhooks };
     },
     maskedErrors: {
       // Domain errors are meant for clients and carry the REST error code; the rest stays masked.

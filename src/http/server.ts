@@ -4,6 +4,8 @@ import type { DB } from '../db/database.js';
 import { isDatabaseReachable } from '../db/database.js';
 import { createGraphQLServer } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
+import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
+import type { RateLimiter } from '../rate-limit/limiter.js';
 import { REST_PREFIX, restApi } from '../rest/index.js';
 import { resolveShop } from './auth.js';
 import { HttpError, toErrorResponse } from './errors.js';
@@ -18,8 +20,13 @@ const REQUEST_ID = /^[\w.:-]{1,128}$/;
  * Fastify gives us schema-less JSON parsing with a body limit, encapsulated hooks for auth and
  * idempotency, request ids and pino logging, and a graceful close that drains in-flight requests.
  */
-export async function createHttpServer(deps: { db: DB; logger: Logger }): Promise<FastifyInstance> {
-  const { db, logger } = deps;
+export async function createHttpServer(deps: {
+  db: DB;
+  logger: Logger;
+  rateLimiter: RateLimiter;
+  webhooks: WebhookSubscriptionDeps;
+}): Promise<FastifyInstance> {
+  const { db, logger, rateLimiter, webhooks } = deps;
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -70,9 +77,9 @@ export async function createHttpServer(deps: { db: DB; logger: Logger }): Promis
     );
   });
 
-  await app.register(restApi, { prefix: REST_PREFIX, db });
+  await app.register(restApi, { prefix: REST_PREFIX, db, rateLimiter, webhooks });
 
-  const yoga = createGraphQLServer(db, logger);
+  const yoga = createGraphQLServer(db, logger, { rateLimiter, webhooks });
   const idempotency = idempotencyHooks(db);
   app.route({
     url: '/graphql',

@@ -2,15 +2,21 @@ import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
 import { requireShop } from '../http/auth.js';
 import { idempotencyHooks } from '../http/idempotency.js';
+import { rateLimitHook } from '../http/rate-limit.js';
+import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
+import type { RateLimiter } from '../rate-limit/limiter.js';
 import { registerPointsRoutes } from './points.js';
+import { registerWebhookRoutes } from './webhooks.js';
 
 export const REST_PREFIX = '/rest-api/v1';
 
 /** The REST contract's routes: thin adapters that parse, call the domain and shape the response. */
-export async function restApi(app: FastifyInstance, opts: { db: DB }): Promise<void> {
+export async function restApi(app: FastifyInstance, opts: { db: DB; rateLimiter: RateLimiter; webhooks: WebhookSubscriptionDeps }): Promise<void> {
   const idempotency = idempotencyHooks(opts.db);
   app.addHook('onRequest', requireShop(opts.db));
+  app.addHook('onRequest', rateLimitHook(opts.rateLimiter, REST_PREFIX));
   app.addHook('preHandler', idempotency.preHandler);
   app.addHook('onSend', idempotency.onSend);
   registerPointsRoutes(app, opts.db);
+  registerWebhookRoutes(app, opts.webhooks);
 }

@@ -1,0 +1,61 @@
+import { type DocumentNode, type FragmentDefinitionNode, getOperationAST, GraphQLError, Kind, type SelectionSetNode } from 'graphql';
+import type { Plugin } from 'graphql-yoga';
+import { rateLimitHeaders, rateLimitMessage, type RateLimiter } from '../rate-limit/limiter.js';
+import { GRAPHQL_OPERATION, graphqlFieldOperation, type RateLimitedOperation } from '../rate-limit/operations.js';
+import type { GraphQLContext } from './builder.js';
+import type { ServerContext } from './yoga.js';
+
+/**
+ * Root field names of the operation that will run, fragments followed; aliases do not hide a
+ * field, and one repeated under several aliases is listed once per occurrence.
+ */
+export function rootFieldNames(document: DocumentNode, operationName?: string | null): string[] {
+  const operation = getOperationAST(document, operationName);
+  if (!operation) return [];
+  const fragments = new Map(
+    document.definitions
+      .filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION)
+      .map((d) => [d.name.value, d]),
+  );
+  const names: string[] = [];
+  const visit = (set: SelectionSetNode, seen: Set<string>) => {
+    for (const selection of set.selections) {
+      if (selection.kind === Kind.FIELD) names.push(selection.name.value);
+      else if (selection.kind === Kind.INLINE_FRAGMENT) visit(selection.selectionSet, seen);
+      else if (!seen.has(selection.name.value)) {
+        const fragment = fragments.get(selection.name.value);
+        if (fragment) visit(fragment.selectionSet, new Set([...seen, selection.name.value]));
+      }
+    }
+  };
+  visit(operation.selectionSet, new Set());
+  return names;
+}
+
+/**
+ * Every GraphQL operation counts once against the shop's GraphQL limit and, for each root field
+ * with a REST twin (pointsAdd, webhookSubscriptionRotateSecret, …), against that twin's limit.
+ * A refused operation runs nothing: HTTP 429 with Retry-After and one error, code `rate_limited`.
+ */
+export function useRateLimits(limiter: RateLimiter): Plugin<GraphQLContext & ServerContext> {
+  const check = async (payload: {
+    args: { document: DocumentNode; operationName?: string | null | undefined; contextValue: GraphQLContext & ServerContext };
+    setResultAndStopExecution(result: { errors: GraphQLError[] }): void;
+  }) => {
+    const { document, operationName, contextValue } = payload.args;
+    const operations: RateLimitedOperation[] = [GRAPHQL_OPERATION];
+    for (const field of rootFieldNames(document, operationName)) {
+      const twin = graphqlFieldOperation(field);
+      if (twin) operations.push(twin);
+    }
+    const decision = await limiter.consume(contextValue.shop.id, operations);
+    const headers = rateLimitHeaders(decision);
+    contextValue.reply.headers(headers);
+    if (!decision.allowed) {
+      payload.setResultAndStopExecution({
+        errors: [new GraphQLError(rateLimitMessage(decision), { extensions: { code: 'rate_limited', http: { status: 429, headers } } })],
+      });
+    }
+  };
+  return { onExecute: check, onSubscribe: check };
+}

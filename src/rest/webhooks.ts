@@ -1,0 +1,76 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { getDelivery, listDeliveries } from '../domain/webhook-deliveries.js';
+import {
+  createSubscription,
+  deleteSubscription,
+  listSubscriptions,
+  listWebhookTopics,
+  rotateSigningSecret,
+  updateSubscription,
+  type WebhookSubscriptionDeps,
+} from '../domain/webhook-subscriptions.js';
+import { HttpError } from '../http/errors.js';
+
+type WithId = { Params: { id: string } };
+
+/**
+ * Routes whose body is optional take an empty body as no body, even when a client labels it
+ * application/json (Fastify would refuse that as malformed JSON).
+ */
+async function emptyBodyIsNoBody(request: FastifyRequest): Promise<void> {
+  const { headers } = request;
+  if (headers['transfer-encoding'] === undefined && (headers['content-length'] ?? '0') === '0') {
+    delete headers['content-type'];
+  }
+}
+
+/** Webhook subscriptions (contract "Webhook subscriptions"), the topic catalog and deliveries. */
+export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookSubscriptionDeps): void {
+  const { db } = deps;
+
+  app.get('/webhooks/topics', async () => ({
+    success: true,
+    message: 'Webhook topics; subscribe to one, or to <group>/* for every topic of a group',
+    topics: listWebhookTopics(),
+  }));
+
+  const create = async (request: FastifyRequest, reply: FastifyReply) => {
+    const subscription = await createSubscription(deps, request.shop!.id, request.body);
+    return reply.code(201).send({ success: true, message: 'Webhook subscription created; keep the signing secret, it is shown only now', subscription });
+  };
+  app.post('/webhooks/subscriptions', create);
+  // The contract's reference heading spells the create path in the singular.
+  app.post('/webhooks/subscription', create);
+
+  app.get('/webhooks/subscriptions', async (request) => {
+    const page = await listSubscriptions(db, request.shop!.id);
+    return { success: true, message: 'Webhook subscriptions, newest first', subscriptions: page.items.map((item) => item.node) };
+  });
+
+  app.put<WithId>('/webhooks/subscriptions/:id', async (request) => {
+    const subscription = await updateSubscription(deps, request.shop!.id, request.params.id, request.body);
+    return { success: true, message: 'Webhook subscription updated', subscription };
+  });
+
+  app.post<WithId>('/webhooks/subscriptions/:id/rotate-secret', { onRequest: emptyBodyIsNoBody }, async (request, reply) => {
+    const subscription = await rotateSigningSecret(deps, request.shop!.id, request.params.id, request.body);
+    return reply.code(201).send({ success: true, message: 'Signing secret rotated; keep the new secret, it is shown only now', subscription });
+  });
+
+  app.delete<WithId>('/webhooks/subscriptions/:id', { onRequest: emptyBodyIsNoBody }, async (request) => {
+    await deleteSubscription(db, request.shop!.id, request.params.id);
+    return { success: true, message: 'Webhook subscription deleted; its delivery records are kept' };
+  });
+
+  app.get('/webhooks/deliveries', async (request) => ({
+    success: true,
+    message: 'Webhook deliveries, newest first',
+    deliveries: await listDeliveries(db, request.shop!.id),
+  }));
+
+  app.post<WithId>('/webhooks/deliveries/:id/replay', { onRequest: emptyBodyIsNoBody }, async (request) => {
+    await getDelivery(db, request.shop!.id, request.params.id);
+    // Nothing writes deliveries before the delivery worker exists; replay arrives with it.
+    throw new HttpError(501, 'not_implemented', 'replaying a delivery is not available yet');
+  });
+}
