@@ -423,6 +423,35 @@ describe('POST /webhooks/subscriptions/{id}/rotate-secret', () => {
   });
 });
 
+describe('under concurrency', () => {
+  const box = () => ({ db: t.app.database.db, secrets: createSecretBox(Buffer.from(SECRETS_KEY, 'hex')) });
+
+  it('creates a topic and URL pair once, however many ask at the same time', async () => {
+    const shop = await t.shop('Racer');
+    const body = { topic: 'points/added', callbackUrl: freshUrl() };
+    const results = await Promise.all(Array.from({ length: 12 }, () => call('POST', '/webhooks/subscriptions', shop.apiKey, body)));
+    expect(results.map((r) => r.status).sort()).toEqual([201, ...Array(11).fill(409)]);
+    expect((await call('GET', '/webhooks/subscriptions', shop.apiKey)).body.subscriptions).toHaveLength(1);
+  });
+
+  it('serialises concurrent rotations: every secret handed out stays valid, up to ten', async () => {
+    const sub = await create(a.apiKey);
+    const results = await Promise.all(Array.from({ length: 6 }, () => call('POST', `/webhooks/subscriptions/${sub.id}/rotate-secret`, a.apiKey, {})));
+    expect(results.map((r) => r.status)).toEqual(Array(6).fill(201));
+    const handedOut = [sub.signingSecret, ...results.map((r) => r.body.subscription.signingSecret)];
+    const valid = await validSigningSecrets(box(), sub.id);
+    expect(new Set(valid)).toEqual(new Set(handedOut));
+    expect(valid).toHaveLength(7);
+    // First comes the current secret: the one the last rotation to commit returned.
+    const rotations = results.map((r) => r.body.subscription);
+    const current = rotations.find((r) => r.signingSecret === valid[0]);
+    expect(current.updatedAt).toBe(rotations.map((r) => r.updatedAt).sort().at(-1));
+
+    for (let i = 0; i < 5; i++) await call('POST', `/webhooks/subscriptions/${sub.id}/rotate-secret`, a.apiKey, {});
+    expect(await validSigningSecrets(box(), sub.id)).toHaveLength(10);
+  });
+});
+
 describe('DELETE /webhooks/subscriptions/{id}', () => {
   it('deletes (200, success and message only), keeping delivery records', async () => {
     const sub = await create(a.apiKey);

@@ -50,7 +50,8 @@ export function useRateLimits(limiter: RateLimiter): Plugin<GraphQLContext & Ser
     }
     const decision = await limiter.consume(contextValue.shop.id, operations);
     const headers = rateLimitHeaders(decision);
-    contextValue.reply.headers(headers);
+    // No reply to put headers on when the operation came over a WebSocket.
+    contextValue.reply?.headers(headers);
     if (!decision.allowed) {
       payload.setResultAndStopExecution({
         errors: [new GraphQLError(rateLimitMessage(decision), { extensions: { code: 'rate_limited', http: { status: 429, headers } } })],
