@@ -1,6 +1,8 @@
 import type { DB } from '../db/database.js';
 import { upsertCustomer } from './customers.js';
 import { changePoints } from './points.js';
+import { createPointsRedemption } from './redemptions.js';
+import { linkReferee } from './referrals.js';
 import { createShop } from './shops.js';
 
 const DEMO_CUSTOMERS = [
@@ -9,9 +11,18 @@ const DEMO_CUSTOMERS = [
   { shopifyCustomerId: 'demo-1003', email: 'linus@example.com', birthday: null, points: 0 },
 ];
 
+const DEMO_REDEMPTIONS = [
+  { name: '$5 off', type: 'amount', discountPrefix: 'LOYAL5-', rewardValue: 500, discountValue: 5 },
+  { name: '$1 off per 100 points', type: 'amount', exchangeType: 'variable', discountPrefix: 'LOYAL-', rewardValue: 100, discountValue: 1 },
+  { name: '10% off', type: 'percentage', discountPrefix: 'TEN-', rewardValue: 800, discountValue: 10, expireDateType: 'days', expireDays: 30 },
+  { name: 'Free shipping', type: 'shipping', discountPrefix: 'SHIP-', rewardValue: 300 },
+  { name: 'Free tote bag', type: 'free_product', discountPrefix: 'TOTE-', rewardValue: 1000, applyProductOption: 'products', applyVariants: ['demo-variant-tote'] },
+];
+
 /**
- * On an empty database, creates a demo shop with a few customers and returns its API key
- * (the only time it can be shown). Returns null when any shop exists already.
+ * On an empty database, creates a demo shop with a few customers, redemption options and a
+ * referral, and returns its API key (the only time it can be shown). Returns null when any shop
+ * exists already.
  */
 export async function ensureDemoShop(db: DB): Promise<{ shopId: string; apiKey: string } | null> {
   const existing = await db.selectFrom('shops').select('id').limit(1).executeTakeFirst();
@@ -27,5 +38,8 @@ export async function ensureDemoShop(db: DB): Promise<{ shopId: string; apiKey: 
       });
     }
   }
+  for (const option of DEMO_REDEMPTIONS) await createPointsRedemption(db, shop.id, option);
+  // Ada referred Linus.
+  await linkReferee(db, shop.id, 'demo-1003', 'demo-1001');
   return { shopId: shop.id, apiKey };
 }

@@ -26,3 +26,6 @@ export function randomString(length: number, alphabet: string): string {
   }
   return out;
 }
+
+/** Letters and digits a person can read out and type without confusion: no 0/O, no 1/I/L. */
+export const READABLE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';

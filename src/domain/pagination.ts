@@ -17,5 +17,17 @@ export function decodeCursor(cursor: string, parts: number): string[] {
   } catch {
     // fall through: any undecodable cursor is the client's mistake
   }
-  throw new ValidationError('after: not a cursor this API returned', [{ path: 'after', message: 'invalid cursor' }]);
+  throw invalidCursor();
+}
+
+/** A cursor holding one integer sort key (a `seq` column). */
+export function decodeSeqCursor(cursor: string): number {
+  const [seq = ''] = decodeCursor(cursor, 1);
+  const value = Number(seq);
+  if (!Number.isSafeInteger(value)) throw invalidCursor();
+  return value;
+}
+
+export function invalidCursor(): ValidationError {
+  return new ValidationError('after: not a cursor this API returned', [{ path: 'after', message: 'invalid cursor' }]);
 }

@@ -44,7 +44,7 @@ builder.queryFields((t) => ({
   }, { name: 'CustomerConnection' }, { name: 'CustomerEdge' }),
 }));
 
-const CustomerInput = builder.inputType('CustomerInput', {
+export const CustomerInput = builder.inputType('CustomerInput', {
   fields: (t) => ({
     shopifyCustomerId: t.string(),
     email: t.string(),

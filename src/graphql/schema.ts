@@ -3,6 +3,9 @@ import { builder } from './builder.js';
 import './activity.js';
 import './customer.js';
 import './points.js';
+import './redemption.js';
+import './discount-code.js';
+import './referral.js';
 import './webhook.js';
 
 export const schema = builder.toSchema();

@@ -6,6 +6,8 @@ import { rateLimitHook } from '../http/rate-limit.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import { registerPointsRoutes } from './points.js';
+import { registerRedemptionRoutes } from './redemptions.js';
+import { registerReferralRoutes } from './referrals.js';
 import { registerWebhookRoutes } from './webhooks.js';
 
 export const REST_PREFIX = '/rest-api/v1';
@@ -18,5 +20,7 @@ export async function restApi(app: FastifyInstance, opts: { db: DB; rateLimiter:
   app.addHook('preHandler', idempotency.preHandler);
   app.addHook('onSend', idempotency.onSend);
   registerPointsRoutes(app, opts.db);
+  registerRedemptionRoutes(app, opts.db);
+  registerReferralRoutes(app, opts.db);
   registerWebhookRoutes(app, opts.webhooks);
 }

@@ -1,0 +1,26 @@
+import { z } from 'zod';
+import { customerIdentifierSchema } from './customers.js';
+
+/** The contract's maximum `pageSize` on list endpoints. */
+export const MAX_PAGE_SIZE = 250;
+
+/** A positive integer, given as a number or as the digits of a query-string value. */
+const positiveInteger = (max: number) =>
+  z.preprocess(
+    (value) => (typeof value === 'string' && /^\s*\d{1,10}\s*$/.test(value) ? Number(value) : value),
+    z.number().int().min(1).max(max),
+  );
+
+/** `page` (from 1) and `pageSize` (1..250), both required, as the contract's list endpoints take them. */
+export const offsetPageSchema = z.object({
+  page: positiveInteger(1_000_000_000),
+  pageSize: positiveInteger(MAX_PAGE_SIZE),
+});
+export type OffsetPage = z.output<typeof offsetPageSchema>;
+
+/** The query of the contract's per-customer lists (GET /pointsRedemptions, GET /referral/referee). */
+export const customerPageQuerySchema = offsetPageSchema.extend({ customerIdentifier: customerIdentifierSchema });
+
+export function offsetOf(page: OffsetPage): number {
+  return (page.page - 1) * page.pageSize;
+}

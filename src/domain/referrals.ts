@@ -1,0 +1,328 @@
+import { z } from 'zod';
+import type { DB } from '../db/database.js';
+import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
+import {
+  type Customer,
+  customerIdentifierSchema,
+  customerInputSchema,
+  findCustomer,
+  getCustomer,
+  lockCustomer,
+  toCustomer,
+  upsertCustomerIn,
+} from './customers.js';
+import { ConflictError, NotFoundError, RuleViolationError } from './errors.js';
+import { recordEvent } from './events.js';
+import { newId, randomString, READABLE_ALPHABET } from './ids.js';
+import { customerPageQuerySchema, offsetOf } from './offset-pages.js';
+import { decodeSeqCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
+import { applyBalanceChange, MAX_AMOUNT, nextBalance } from './points.js';
+import { parseInput } from './validation.js';
+
+/** Short enough to say over the phone, 31^8 ≈ 8.5·10^11 per shop. */
+export const REFERRAL_CODE_LENGTH = 8;
+const CODE_ATTEMPTS = 5;
+
+/** The contract's referee record. */
+export type Referee = {
+  /** The referral record's id. */
+  id: string;
+  status: boolean;
+  /** The code the referee signed up with. */
+  referralCode: string;
+  birthday: string | null;
+  shopifyCustomerId: string;
+  points: number;
+  email: string;
+  /** The referee's newest ledger entry, or when it became a customer if it has none. */
+  latestActivity: Date;
+  /** When the referral was recorded. */
+  createdAt: Date;
+  updatedAt: Date;
+};
+
+/** Points granted when a referee signs up; 0 grants nothing. */
+export type ReferralSettings = { referrerPoints: number; refereePoints: number };
+
+const rewardPoints = z.number().int().min(0).max(MAX_AMOUNT);
+export const referralSettingsInputSchema = z.strictObject({
+  referrerPoints: rewardPoints.optional(),
+  refereePoints: rewardPoints.optional(),
+});
+
+/** Codes are shown in capitals; accept them typed in any case. */
+export const referralCodeSchema = z
+  .string()
+  .trim()
+  .min(1)
+  .max(64)
+  .transform((s) => s.toUpperCase());
+
+export const referralRegisterSchema = z.strictObject({
+  referralCode: referralCodeSchema,
+  customer: customerInputSchema,
+});
+
+/**
+ * The customer's referral code, created on first request. Concurrent first requests meet on the
+ * primary key (one code per customer): ON CONFLICT DO NOTHING waits for the winner, and the
+ * re-read returns its code. A clash with another customer's code just draws a new one.
+ */
+async function ensureReferralCodeIn(trx: Trx, shopId: string, customer: Customer): Promise<string> {
+  const existing = async () =>
+    (await trx.selectFrom('referral_codes').select('code').where('customer_id', '=', customer._id).executeTakeFirst())?.code;
+  const found = await existing();
+  if (found) return found;
+  for (let attempt = 0; attempt < CODE_ATTEMPTS; attempt++) {
+    const inserted = await trx
+      .insertInto('referral_codes')
+      .values({ customer_id: customer._id, shop_id: shopId, code: randomString(REFERRAL_CODE_LENGTH, READABLE_ALPHABET) })
+      .onConflict((oc) => oc.doNothing())
+      .returningAll()
+      .executeTakeFirst();
+    if (inserted) {
+      await recordEvent(trx, shopId, 'referrals/code_created', {
+        referralCode: inserted.code,
+        customer: customer._id,
+        shopifyCustomerId: customer.shopifyCustomerId,
+        email: customer.email,
+        createdAt: inserted.created_at,
+      });
+      return inserted.code;
+    }
+    const concurrent = await existing();
+    if (concurrent) return concurrent;
+  }
+  throw new Error(`no free referral code after ${CODE_ATTEMPTS} attempts`);
+}
+
+export async function ensureReferralCode(db: DB, shopId: string, customer: Customer): Promise<string> {
+  return inTransaction(db, (trx) => ensureReferralCodeIn(trx, shopId, customer));
+}
+
+const referralCodeQuerySchema = z.object({ customerIdentifier: customerIdentifierSchema });
+
+/** GET /referral: the code of the customer the query's `customerIdentifier` names. */
+export async function getReferralCode(db: DB, shopId: string, query: unknown): Promise<string> {
+  const { customerIdentifier } = parseInput(referralCodeQuerySchema, query);
+  return ensureReferralCode(db, shopId, toCustomer(await getCustomer(db, shopId, customerIdentifier)));
+}
+
+function refereesOf(db: Queryable, shopId: string) {
+  return db
+    .selectFrom('referrals as r')
+    .innerJoin('customers as c', 'c.id', 'r.referee_id')
+    .select((eb) => [
+      'r.seq',
+      'r.id',
+      'r.status',
+      'r.referral_code',
+      'r.created_at',
+      'r.updated_at',
+      'c.birthday',
+      'c.shopify_customer_id',
+      'c.points',
+      'c.email',
+      'c.created_at as customer_created_at',
+      eb
+        .selectFrom('activities as a')
+        .select('a.created_at')
+        .whereRef('a.customer_id', '=', 'r.referee_id')
+        .orderBy('a.seq', 'desc')
+        .limit(1)
+        .as('latest_activity'),
+    ])
+    .where('r.shop_id', '=', shopId);
+}
+
+type RefereeRow = Awaited<ReturnType<ReturnType<typeof refereesOf>['executeTakeFirstOrThrow']>>;
+
+function toReferee(row: RefereeRow): Referee {
+  return {
+    id: row.id,
+    status: row.status,
+    referralCode: row.referral_code,
+    birthday: row.birthday,
+    shopifyCustomerId: row.shopify_customer_id,
+    points: row.points,
+    email: row.email,
+    latestActivity: row.latest_activity ?? row.customer_created_at,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** GET /referral/referee: one page of a referrer's referees, in the order they signed up. */
+export async function pageReferees(db: DB, shopId: string, query: unknown): Promise<Referee[]> {
+  const { customerIdentifier, ...page } = parseInput(customerPageQuerySchema, query);
+  const referrer = await getCustomer(db, shopId, customerIdentifier);
+  const rows = await refereesOf(db, shopId)
+    .where('r.referrer_id', '=', referrer.id)
+    .orderBy('r.seq')
+    .offset(offsetOf(page))
+    .limit(page.pageSize)
+    .execute();
+  return rows.map(toReferee);
+}
+
+/** A referrer's referees as a keyset-paged list, in the order they signed up. */
+export async function listReferees(db: Queryable, shopId: string, referrerId: string, args: PageArgs): Promise<Page<Referee>> {
+  let query = refereesOf(db, shopId).where('r.referrer_id', '=', referrerId);
+  if (args.after) query = query.where('r.seq', '>', decodeSeqCursor(args.after));
+  const rows = await query
+    .orderBy('r.seq')
+    .limit(args.first + 1)
+    .execute();
+  return {
+    items: rows.slice(0, args.first).map((row) => ({ node: toReferee(row), cursor: encodeCursor([row.seq]) })),
+    hasNextPage: rows.length > args.first,
+  };
+}
+
+export async function getReferralSettings(db: Queryable, shopId: string): Promise<ReferralSettings> {
+  const row = await db
+    .selectFrom('shops')
+    .select(['referral_referrer_points', 'referral_referee_points'])
+    .where('id', '=', shopId)
+    .executeTakeFirstOrThrow();
+  return { referrerPoints: row.referral_referrer_points, refereePoints: row.referral_referee_points };
+}
+
+export async function updateReferralSettings(db: DB, shopId: string, input: unknown): Promise<{ referralSettings: ReferralSettings }> {
+  const data = parseInput(referralSettingsInputSchema, input);
+  if (data.referrerPoints === undefined && data.refereePoints === undefined) {
+    return { referralSettings: await getReferralSettings(db, shopId) };
+  }
+  const row = await db
+    .updateTable('shops')
+    .set({ referral_referrer_points: data.referrerPoints, referral_referee_points: data.refereePoints })
+    .where('id', '=', shopId)
+    .returning(['referral_referrer_points', 'referral_referee_points'])
+    .executeTakeFirstOrThrow();
+  return { referralSettings: { referrerPoints: row.referral_referrer_points, refereePoints: row.referral_referee_points } };
+}
+
+type Referrer = { customerId: string; code: string };
+
+function codeNotFound(code: string) {
+  return new NotFoundError('referral_code_not_found', `no customer has referral code "${code}"`, ['referralCode']);
+}
+
+async function referrerByCode(trx: Trx, shopId: string, code: string): Promise<Referrer | undefined> {
+  const row = await trx
+    .selectFrom('referral_codes')
+    .select(['customer_id', 'code'])
+    .where('shop_id', '=', shopId)
+    .where('code', '=', code.toUpperCase())
+    .executeTakeFirst();
+  return row && { customerId: row.customer_id, code: row.code };
+}
+
+/**
+ * Records that the customer `refereeIdentifier` names was referred, grants the shop's rewards
+ * and records the events, in the caller's transaction. The same referrer again is a no-op
+ * (`created: false`); a self-referral or a second, different referrer is refused.
+ */
+async function linkRefereeIn(
+  trx: Trx,
+  shopId: string,
+  refereeIdentifier: string,
+  referrer: Referrer,
+): Promise<{ referee: Referee; created: boolean }> {
+  // The referee's row lock first, then the referrer's, both before the referral row is written:
+  // its foreign keys take KEY SHARE locks, and upgrading one to FOR UPDATE afterwards would
+  // deadlock two sign-ups with the same referrer.
+  const refereeRow = await lockCustomer(trx, shopId, refereeIdentifier);
+  if (refereeRow.id === referrer.customerId) {
+    throw new RuleViolationError('self_referral', 'a customer cannot use their own referral code', ['referralCode']);
+  }
+  const referrerRow = await trx.selectFrom('customers').selectAll().where('id', '=', referrer.customerId).forUpdate().executeTakeFirstOrThrow();
+  const now = new Date();
+  const inserted = await trx
+    .insertInto('referrals')
+    .values({
+      id: newId(),
+      shop_id: shopId,
+      referee_id: refereeRow.id,
+      referrer_id: referrer.customerId,
+      referral_code: referrer.code,
+      created_at: now,
+      updated_at: now,
+    })
+    .onConflict((oc) => oc.column('referee_id').doNothing())
+    .returning('id')
+    .executeTakeFirst();
+  const refereeOf = () => refereesOf(trx, shopId).where('r.referee_id', '=', refereeRow.id).executeTakeFirstOrThrow();
+  if (!inserted) {
+    const existing = await trx.selectFrom('referrals').select('referrer_id').where('referee_id', '=', refereeRow.id).executeTakeFirstOrThrow();
+    if (existing.referrer_id !== referrer.customerId) {
+      throw new ConflictError('already_referred', 'this customer was already referred by another customer', ['customer']);
+    }
+    return { referee: toReferee(await refereeOf()), created: false };
+  }
+
+  const settings = await getReferralSettings(trx, shopId);
+  const rewards = [
+    { row: referrerRow, points: settings.referrerPoints, description: `Referral reward: referred ${refereeRow.email}` },
+    { row: refereeRow, points: settings.refereePoints, description: `Referral reward: signed up with code ${referrer.code}` },
+  ];
+  for (const { row, points, description } of rewards) {
+    if (points <= 0) continue;
+    // A reward raises the balance like /points/add does, so balance watchers hear points/added.
+    await applyBalanceChange(trx, row, {
+      type: 'referral_reward',
+      settingType: 'referral',
+      newPoints: nextBalance('add', row.points, points),
+      description,
+      note: null,
+      topic: 'points/added',
+    });
+  }
+
+  const referee = toReferee(await refereeOf());
+  await recordEvent(trx, shopId, 'referrals/referee_created', { ...referee, customer: refereeRow.id, referrer: referrer.customerId });
+  return { referee, created: true };
+}
+
+/**
+ * GraphQL `referralRegister`: creates the referee (or updates the existing customer with that
+ * shopifyCustomerId) and links it to the owner of `referralCode`, all in one transaction.
+ */
+export async function registerReferral(
+  db: DB,
+  shopId: string,
+  input: unknown,
+): Promise<{ referee: Referee; customer: Customer; referrer: Customer; created: boolean }> {
+  const data = parseInput(referralRegisterSchema, input);
+  return inTransaction(db, async (trx) => {
+    const referrer = await referrerByCode(trx, shopId, data.referralCode);
+    if (!referrer) throw codeNotFound(data.referralCode);
+    await upsertCustomerIn(trx, shopId, data.customer);
+    const { referee, created } = await linkRefereeIn(trx, shopId, data.customer.shopifyCustomerId, referrer);
+    const customer = await getCustomer(trx, shopId, data.customer.shopifyCustomerId);
+    const referrerRow = await trx.selectFrom('customers').selectAll().where('id', '=', referrer.customerId).executeTakeFirstOrThrow();
+    return { referee, customer: toCustomer(customer), referrer: toCustomer(referrerRow), created };
+  });
+}
+
+/**
+ * Links an existing customer to a referrer named by `referredBy`: a referral code, or the
+ * referrer's shopifyCustomerId or e-mail (whose code is created if need be). The customers
+ * import's `referredBy` column goes through here.
+ */
+export async function linkReferee(
+  db: DB,
+  shopId: string,
+  refereeIdentifier: string,
+  referredBy: string,
+): Promise<{ referee: Referee; created: boolean }> {
+  return inTransaction(db, async (trx) => {
+    let referrer = await referrerByCode(trx, shopId, referredBy.trim());
+    if (!referrer) {
+      const row = await findCustomer(trx, shopId, referredBy.trim());
+      if (!row) throw new NotFoundError('referrer_not_found', `no referral code or customer matches "${referredBy}"`, ['referredBy']);
+      referrer = { customerId: row.id, code: await ensureReferralCodeIn(trx, shopId, toCustomer(row)) };
+    }
+    return linkRefereeIn(trx, shopId, refereeIdentifier, referrer);
+  });
+}
