@@ -374,7 +374,9 @@ describe('POST /pointsRedemptions', () => {
   it('answers every refusal with its status and code, and changes nothing', async () => {
     await t.customer(shop.shopId, 'r-err', 60);
     const otherOption = await option({ name: 'Theirs', type: 'amount', discountPrefix: 'X-', rewardValue: 10, discountValue: 1 }, other.shopId);
+    const expired = await option({ name: 'Gone', type: 'amount', discountPrefix: 'G-', rewardValue: 10, discountValue: 1, expireDateType: 'date', expireDate: '2020-01-01T00:00:00Z' });
     const cases: Array<[unknown, number, string]> = [
+      [{ customerIdentifier: 'r-err', pointsAmount: 10, rewardId: expired._id }, 422, 'reward_expired'],
       [{ customerIdentifier: 'r-err', pointsAmount: 100, rewardId: fixed._id }, 422, 'insufficient_points'],
       [{ customerIdentifier: 'r-err', pointsAmount: 10, rewardId: inactive._id }, 422, 'reward_inactive'],
       [{ customerIdentifier: 'r-err', pointsAmount: 10, rewardId: '0123456789abcdef01234567' }, 404, 'reward_not_found'],
