@@ -7,8 +7,10 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RateLimiter, WINDOW_MS } from '../src/rate-limit/limiter.js';
 import { MemoryStore } from '../src/rate-limit/memory-store.js';
+import { rateLimitTable } from '../src/rate-limit/operations.js';
 import { RedisStore } from '../src/rate-limit/redis-store.js';
 import type { RateLimitStore } from '../src/rate-limit/store.js';
+import { printSchemaSDL } from '../src/graphql/schema.js';
 import { createLogger } from '../src/logger.js';
 import { startTestApp, type TestApp } from './helpers.js';
 
@@ -124,6 +126,29 @@ describe.each(stores)('rolling 60 s window on the %s store', (_name, makeStore) 
     expect((await rl.consume('s', [graphql])).allowed).toBe(true);
     expect(await rl.consume('s', [graphql])).toMatchObject({ allowed: true, remaining: 0 });
     expect((await rl.consume('s', [graphql])).allowed).toBe(false);
+  });
+});
+
+describe('the rate-limit table', () => {
+  it('names only routes and GraphQL root fields that exist', async () => {
+    const t = await startTestApp();
+    try {
+      const sdl = printSchemaSDL();
+      const rootFields = new Set(
+        [...sdl.matchAll(/^type (Query|Mutation) \{([\s\S]*?)^\}/gm)].flatMap((m) => [...m[2]!.matchAll(/^ {2}(\w+)[(:]/gm)].map((f) => f[1]!)),
+      );
+      for (const entry of rateLimitTable()) {
+        for (const field of entry.graphql) expect(rootFields.has(field), field).toBe(true);
+        for (const route of entry.rest) {
+          const [method, path] = route.split(' ') as [string, string];
+          const res = await fetch(`${t.url}/rest-api/v1${path.replace(':id', '0123456789abcdef01234567')}`, { method });
+          // 401 (no key) proves a route exists; a missing one would be 404.
+          expect(res.status, route).toBe(401);
+        }
+      }
+    } finally {
+      await t.stop();
+    }
   });
 });
 
