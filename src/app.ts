@@ -3,6 +3,7 @@ import type { Config } from './config.js';
 import { type DatabaseHandle, openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
+import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
 import { createHttpServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { createRateLimiter, type RateLimiter } from './rate-limit/limiter.js';
@@ -64,6 +65,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     throw err;
   }
 
+  // Consumers of committed events: webhook fan-out and live subscriptions register here.
+  const outboxHandlers: OutboxHandler[] = [];
+  const relay = createOutboxRelay({ db: database.db, logger, handlers: outboxHandlers });
+
   const purge = setInterval(() => {
     purgeExpiredIdempotencyKeys(database.db).catch((err) => logger.warn({ err }, 'idempotency purge failed'));
   }, HOUR);
@@ -75,6 +80,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     logger,
     async start() {
       await http.listen({ port: config.port, host: config.host });
+      if (config.worker) relay.start();
       const { port } = http.server.address() as AddressInfo;
       const host = config.host.includes(':') ? `[${config.host}]` : config.host;
       return `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
@@ -83,6 +89,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       stopping ??= (async () => {
         clearInterval(purge);
         await http.close();
+        await relay.stop();
         await rateLimiter.close();
         await database.close();
       })();

@@ -18,6 +18,9 @@ const configSchema = z.object({
     z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
   ),
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  // The outbox relay and delivery worker run inside the server unless this is `off`
+  // (then run them elsewhere with `npm run worker`).
+  WORKER: z.enum(['on', 'off']).default('on'),
   // Prefix of every Redis key we write, so several deployments (or test runs) can share one Redis.
   REDIS_KEY_PREFIX: z.string().default('loyalty:'),
   // Per shop and per operation, for points, redemptions, referrals and GraphQL; the webhook
@@ -48,6 +51,7 @@ export type Config = {
   databasePoolSize: number;
   redisUrl: string | undefined;
   logLevel: (typeof LOG_LEVELS)[number];
+  worker: boolean;
   redisKeyPrefix: string;
   rateLimitPerMinute: number;
   webhookAllowedHosts: string[];
@@ -72,6 +76,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databasePoolSize: c.DATABASE_POOL_SIZE,
     redisUrl: c.REDIS_URL,
     logLevel: c.LOG_LEVEL,
+    worker: c.WORKER === 'on',
     redisKeyPrefix: c.REDIS_KEY_PREFIX,
     rateLimitPerMinute: c.RATE_LIMIT_PER_MINUTE,
     webhookAllowedHosts: c.WEBHOOK_ALLOWED_HOSTS,
