@@ -1,13 +1,13 @@
-import { type Insertable, sql } from 'kysely';
+import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
-import type { CustomerRow, CustomersTable } from '../db/schema.js';
+import type { CustomerRow } from '../db/schema.js';
 import { inTransaction, type Trx } from '../db/transaction.js';
-import { customerInputSchema, toCustomer, translateUniqueViolation } from './customers.js';
+import { type Customer, customerInputSchema, translateUniqueViolation } from './customers.js';
 import { ConflictError } from './errors.js';
 import { type EventTopic, recordEvents } from './events.js';
 import { newId } from './ids.js';
-import { type Activity, MAX_BALANCE, toActivity } from './points.js';
+import { type Activity, MAX_BALANCE } from './points.js';
 import { getShop } from './shops.js';
 import { validationErrorFrom } from './validation.js';
 
@@ -53,11 +53,15 @@ type BatchOutcome = Omit<ImportResult, 'imported'>;
 
 const IMPORT_DESCRIPTION = 'Balance set by customers import';
 
+/** Batches written at once: one writes while the next is prepared, on two connections. */
+const PARALLEL_BATCHES = 2;
+
 /**
  * Upserts customers by shopifyCustomerId, `batchSize` rows per transaction. A bad record is
  * rejected with its line number and the rest go on; a committed batch stays committed even if a
- * later one fails. A shopifyCustomerId that appears twice in the input is rejected the second
- * time, wherever the batch boundaries fall.
+ * later one fails. A shopifyCustomerId or e-mail that appears twice in the input is rejected the
+ * second time, wherever the batch boundaries fall (this also keeps batches in flight at the same
+ * time off each other's rows).
  */
 export async function importCustomers(
   db: DB,
@@ -68,7 +72,9 @@ export async function importCustomers(
   await getShop(db, shopId);
   const batchSize = options.batchSize ?? 1000;
   const total: BatchOutcome = emptyOutcome();
-  const firstLineOf = new Map<string, number>();
+  const lineOfId = new Map<string, number>();
+  const lineOfEmail = new Map<string, number>();
+  const inFlight: Array<Promise<void>> = [];
   let batch: Row[] = [];
   let read = 0;
 
@@ -76,27 +82,43 @@ export async function importCustomers(
     if (batch.length === 0) return;
     const rows = batch;
     batch = [];
-    addOutcome(total, await writeBatch(db, shopId, rows));
-    options.onProgress?.(read);
+    const written = writeBatch(db, shopId, rows).then((outcome) => {
+      addOutcome(total, outcome);
+      options.onProgress?.(read);
+    });
+    written.catch(() => {}); // awaited below; this only stops an early failure counting as unhandled
+    inFlight.push(written);
+    if (inFlight.length >= PARALLEL_BATCHES) await inFlight.shift();
   };
 
-  for await (const record of records) {
-    read++;
-    const row = validateRecord(record);
-    if ('error' in row) {
-      total.rejected.push(row);
-      continue;
+  try {
+    for await (const record of records) {
+      read++;
+      const row = validateRecord(record);
+      if ('error' in row) {
+        total.rejected.push(row);
+        continue;
+      }
+      const email = row.email.toLowerCase();
+      const sameId = lineOfId.get(row.shopifyCustomerId);
+      const sameEmail = lineOfEmail.get(email);
+      if (sameId !== undefined) {
+        total.rejected.push({ line: row.line, error: `shopifyCustomerId "${row.shopifyCustomerId}" repeats line ${sameId}` });
+      } else if (sameEmail !== undefined) {
+        total.rejected.push({ line: row.line, error: `e-mail ${row.email} is also on line ${sameEmail}` });
+      } else {
+        lineOfId.set(row.shopifyCustomerId, row.line);
+        lineOfEmail.set(email, row.line);
+        batch.push(row);
+        if (batch.length >= batchSize) await flush();
+      }
     }
-    const first = firstLineOf.get(row.shopifyCustomerId);
-    if (first !== undefined) {
-      total.rejected.push({ line: row.line, error: `shopifyCustomerId "${row.shopifyCustomerId}" repeats line ${first}` });
-      continue;
-    }
-    firstLineOf.set(row.shopifyCustomerId, row.line);
-    batch.push(row);
-    if (batch.length >= batchSize) await flush();
+    await flush();
+  } finally {
+    // Let every batch in flight finish (or fail) before returning, so nothing runs on after an error.
+    await Promise.allSettled(inFlight);
   }
-  await flush();
+  for (const written of inFlight) await written; // rethrows the first failure
   options.onProgress?.(read);
 
   total.rejected.sort((a, b) => a.line - b.line);
@@ -136,21 +158,6 @@ async function writeBatch(db: DB, shopId: string, rows: Row[]): Promise<BatchOut
 async function applyBatch(trx: Trx, shopId: string, rows: Row[]): Promise<BatchOutcome> {
   const outcome = emptyOutcome();
 
-  // An e-mail belongs to the first line of the batch that names it (e-mails are case-insensitive).
-  const lineOfEmail = new Map<string, number>();
-  const candidates: Row[] = [];
-  for (const row of rows) {
-    const email = row.email.toLowerCase();
-    const first = lineOfEmail.get(email);
-    if (first !== undefined) {
-      outcome.rejected.push({ line: row.line, error: `e-mail ${row.email} is also on line ${first}` });
-    } else {
-      lineOfEmail.set(email, row.line);
-      candidates.push(row);
-    }
-  }
-  if (candidates.length === 0) return outcome;
-
   // Lock the customers being updated, in a fixed order, so the ledger's oldPoints are exact.
   const existing = new Map(
     (
@@ -158,7 +165,7 @@ async function applyBatch(trx: Trx, shopId: string, rows: Row[]): Promise<BatchO
         .selectFrom('customers')
         .selectAll()
         .where('shop_id', '=', shopId)
-        .where('shopify_customer_id', 'in', candidates.map((r) => r.shopifyCustomerId))
+        .where('shopify_customer_id', 'in', rows.map((r) => r.shopifyCustomerId))
         .orderBy('id')
         .forUpdate()
         .execute()
@@ -170,120 +177,129 @@ async function applyBatch(trx: Trx, shopId: string, rows: Row[]): Promise<BatchO
         .selectFrom('customers')
         .select(['shopify_customer_id', sql<string>`lower(email)`.as('email')])
         .where('shop_id', '=', shopId)
-        .where((eb) => eb(eb.fn('lower', ['email']), 'in', [...lineOfEmail.keys()]))
+        .where((eb) => eb(eb.fn('lower', ['email']), 'in', rows.map((r) => r.email.toLowerCase())))
         .execute()
     ).map((row) => [row.email, row.shopify_customer_id]),
   );
 
   const now = new Date();
-  const writes: Array<{ row: Row; before: CustomerRow | undefined; points: number; values: Insertable<CustomersTable> }> = [];
-  const accepted: Array<{ row: Row; customerId: string }> = [];
-  for (const row of candidates) {
+  // Each customer to insert or change, as it will be after this batch.
+  const writes: Array<{ before: CustomerRow | undefined; after: Customer }> = [];
+  for (const row of rows) {
     const owner = emailOwners.get(row.email.toLowerCase());
     if (owner !== undefined && owner !== row.shopifyCustomerId) {
       outcome.rejected.push({ line: row.line, error: `e-mail ${row.email} belongs to customer "${owner}"` });
       continue;
     }
     const before = existing.get(row.shopifyCustomerId);
-    // An absent birthday or balance keeps the current one; an explicit null clears the birthday.
-    const birthday = row.birthday === undefined ? (before?.birthday ?? null) : row.birthday;
-    const points = row.points ?? before?.points ?? 0;
-    const id = before?.id ?? newId();
-    accepted.push({ row, customerId: id });
-    if (before && before.email === row.email && before.birthday === birthday && before.points === points) {
-      outcome.unchanged++;
-      continue;
-    }
-    writes.push({
-      row,
-      before,
-      points,
-      values: {
-        id,
-        shop_id: shopId,
-        shopify_customer_id: row.shopifyCustomerId,
-        email: row.email,
-        birthday,
-        points,
-        created_at: now,
-        updated_at: now,
-      },
-    });
-  }
-
-  for (const { row, customerId } of accepted) {
+    const after: Customer = {
+      _id: before?.id ?? newId(),
+      shopifyCustomerId: row.shopifyCustomerId,
+      email: row.email,
+      // An absent birthday or balance keeps the current one; an explicit null clears the birthday.
+      birthday: row.birthday === undefined ? (before?.birthday ?? null) : row.birthday,
+      points: row.points ?? before?.points ?? 0,
+      createdAt: before?.created_at ?? now,
+      updatedAt: now,
+    };
     if (row.referredBy) {
       outcome.pendingReferrals.push({
         line: row.line,
-        customerId,
+        customerId: after._id,
         shopifyCustomerId: row.shopifyCustomerId,
         referredBy: row.referredBy,
       });
     }
+    if (before && before.email === after.email && before.birthday === after.birthday && before.points === after.points) {
+      outcome.unchanged++;
+    } else {
+      writes.push({ before, after });
+    }
   }
   if (writes.length === 0) return outcome;
 
-  const saved = new Map(
-    (
-      await trx
-        .insertInto('customers')
-        .values(writes.map((w) => w.values))
-        .onConflict((oc) =>
-          oc.columns(['shop_id', 'shopify_customer_id']).doUpdateSet((eb) => ({
-            email: eb.ref('excluded.email'),
-            birthday: eb.ref('excluded.birthday'),
-            points: eb.ref('excluded.points'),
-            updated_at: eb.ref('excluded.updated_at'),
-          })),
-        )
-        .returningAll()
-        .execute()
-    ).map((row) => [row.shopify_customer_id, row]),
-  );
-  for (const w of writes) {
-    // A row meant to be new that came back with another id existed after all: someone created it
-    // between the lock and the insert, so its old balance is unknown here. Retry the batch.
-    if (!w.before && saved.get(w.row.shopifyCustomerId)?.id !== w.values.id) throw new CreatedConcurrently();
+  const saved = await trx
+    .insertInto('customers')
+    .values(
+      writes.map(({ after: c }) => ({
+        id: c._id,
+        shop_id: shopId,
+        shopify_customer_id: c.shopifyCustomerId,
+        email: c.email,
+        birthday: c.birthday,
+        points: c.points,
+        created_at: c.createdAt,
+        updated_at: c.updatedAt,
+      })),
+    )
+    .onConflict((oc) =>
+      oc.columns(['shop_id', 'shopify_customer_id']).doUpdateSet((eb) => ({
+        email: eb.ref('excluded.email'),
+        birthday: eb.ref('excluded.birthday'),
+        points: eb.ref('excluded.points'),
+        updated_at: eb.ref('excluded.updated_at'),
+      })),
+    )
+    .returning(['id', 'shopify_customer_id'])
+    .execute();
+  // A row meant to be new that came back with another id existed after all: someone created it
+  // between the lock and the insert, so its old balance is unknown here. Retry the batch.
+  const savedId = new Map(saved.map((row) => [row.shopify_customer_id, row.id]));
+  if (writes.some((w) => !w.before && savedId.get(w.after.shopifyCustomerId) !== w.after._id)) {
+    throw new CreatedConcurrently();
   }
 
   const activities = new Map<string, Activity>();
-  const balanceChanges = writes.filter((w) => (w.before?.points ?? 0) !== w.points);
-  if (balanceChanges.length > 0) {
-    const rows = await trx
+  for (const { before, after } of writes) {
+    const oldPoints = before?.points ?? 0;
+    if (oldPoints === after.points) continue;
+    activities.set(after._id, {
+      _id: newId(),
+      type: 'update_points',
+      settingType: 'import',
+      description: IMPORT_DESCRIPTION,
+      note: null,
+      oldPoints,
+      newPoints: after.points,
+      customer: after._id,
+      shop: shopId,
+      createdAt: now,
+      updatedAt: now,
+    });
+  }
+  if (activities.size > 0) {
+    await trx
       .insertInto('activities')
       .values(
-        balanceChanges.map((w) => ({
-          id: newId(),
-          shop_id: shopId,
-          customer_id: w.values.id,
-          type: 'update_points',
-          setting_type: 'import',
-          description: IMPORT_DESCRIPTION,
-          note: null,
-          old_points: w.before?.points ?? 0,
-          new_points: w.points,
-          created_at: now,
-          updated_at: now,
+        [...activities.values()].map((a) => ({
+          id: a._id,
+          shop_id: a.shop,
+          customer_id: a.customer,
+          type: a.type,
+          setting_type: a.settingType,
+          description: a.description,
+          note: a.note,
+          old_points: a.oldPoints,
+          new_points: a.newPoints,
+          created_at: a.createdAt,
+          updated_at: a.updatedAt,
         })),
       )
-      .returningAll()
       .execute();
-    for (const row of rows) activities.set(row.customer_id, toActivity(row));
   }
 
   const events: Array<{ type: EventTopic; data: unknown }> = [];
-  for (const w of writes) {
-    const customer = toCustomer(saved.get(w.row.shopifyCustomerId)!);
-    if (!w.before) {
+  for (const { before, after } of writes) {
+    if (!before) {
       outcome.created++;
-      events.push({ type: 'customers/created', data: customer });
+      events.push({ type: 'customers/created', data: after });
     } else {
       outcome.updated++;
-      if (w.before.email !== customer.email || w.before.birthday !== customer.birthday) {
-        events.push({ type: 'customers/updated', data: customer });
+      if (before.email !== after.email || before.birthday !== after.birthday) {
+        events.push({ type: 'customers/updated', data: after });
       }
     }
-    const activity = activities.get(customer._id);
+    const activity = activities.get(after._id);
     if (activity) events.push({ type: 'points/updated', data: activity });
   }
   outcome.balancesSet = activities.size;
