@@ -1,0 +1,101 @@
+import autocannon from 'autocannon';
+
+/** What one measured phase produced, whatever drove it (autocannon or pgbench). */
+export type Measurement = {
+  /** Successful requests (2xx) or committed transactions per second. */
+  rate: number;
+  p50: number;
+  p99: number;
+  /** Successful requests or transactions in the phase. */
+  ok: number;
+  /** Everything else: non-2xx responses, socket errors, timeouts, failed transactions. */
+  failed: number;
+  durationSec: number;
+  /** What the failures were, e.g. `429 ×32` or `timeout ×2`, and one failing response's status and body. */
+  failures?: string;
+};
+
+export type HttpLoad = {
+  url: string;
+  connections: number;
+  /**
+   * How many requests to send. A count, not a duration: autocannon waits for every response, so
+   * each request that reached the server is counted (a timed run abandons those in flight at
+   * the end, and the ledger check could not match activities to responses).
+   */
+  amount: number;
+  method?: 'POST' | 'GET';
+  headers?: Record<string, string>;
+  /** A fresh body for every request (so load spreads over many customers). */
+  body?: () => string;
+};
+
+/** One autocannon run; `rate` counts only 2xx responses. */
+export async function runHttpLoad(load: HttpLoad): Promise<Measurement> {
+  const { body } = load;
+  if (load.amount < load.connections) throw new Error(`send at least one request per connection, not ${load.amount}`);
+  const started = performance.now();
+  const result = await autocannon({
+    url: load.url,
+    connections: load.connections,
+    amount: load.amount,
+    method: load.method ?? 'POST',
+    headers: load.headers,
+    ...(body ? { requests: [{ setupRequest: (request) => ({ ...request, body: body() }) }] } : {}),
+  });
+  // autocannon's own `duration` is counted in whole sampling ticks (seconds); time it ourselves.
+  const durationSec = (performance.now() - started) / 1000;
+  const ok = result['2xx'];
+  const failed = result.non2xx + result.errors + result.timeouts;
+  return {
+    rate: ok / durationSec,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    ok,
+    failed,
+    durationSec,
+    ...(failed > 0 ? { failures: await describeFailures(load, result) } : {}),
+  };
+}
+
+/** Status counts from autocannon, plus one fresh request's answer if it fails too (so the cause is on screen). */
+async function describeFailures(load: HttpLoad, result: autocannon.Result): Promise<string> {
+  const counts = Object.entries(result.statusCodeStats ?? {})
+    .filter(([status]) => !status.startsWith('2'))
+    .map(([status, { count }]) => `${status} ×${count ?? 0}`);
+  if (result.errors) counts.push(`socket error ×${result.errors}`);
+  if (result.timeouts) counts.push(`timeout ×${result.timeouts}`);
+  let sample = '';
+  try {
+    const res = await fetch(load.url, { method: load.method ?? 'POST', headers: load.headers, body: load.body?.() });
+    if (!res.ok) sample = `; e.g. ${res.status} ${(await res.text()).slice(0, 300)}`;
+  } catch (err) {
+    sample = `; e.g. ${(err as Error).message}`;
+  }
+  return counts.join(', ') + sample;
+}
+
+/**
+ * Runs `load` for about `durationSec` after about `warmupSec` of warm-up. Both are counts sized
+ * from the rate just seen (a short probe first), so the run lasts roughly as long as asked.
+ * Returns the measured run and the successes of all runs (for the ledger check).
+ */
+export async function runHttpPhase(
+  load: Omit<HttpLoad, 'amount'>,
+  durationSec: number,
+  warmupSec: number,
+  beforeMeasured: () => Promise<unknown> = async () => {},
+): Promise<{ measured: Measurement; successes: number }> {
+  const probe = await runHttpLoad({ ...load, amount: load.connections * 4 });
+  if (probe.ok === 0) throw new Error(`every request to ${load.url} failed: ${probe.failures}`);
+  let rate = probe.rate;
+  let successes = probe.ok;
+  if (warmupSec > 0) {
+    const warmup = await runHttpLoad({ ...load, amount: Math.max(load.connections, Math.round(rate * warmupSec)) });
+    rate = warmup.rate;
+    successes += warmup.ok;
+  }
+  await beforeMeasured();
+  const measured = await runHttpLoad({ ...load, amount: Math.max(load.connections, Math.round(rate * durationSec)) });
+  return { measured, successes: successes + measured.ok };
+}

@@ -1,0 +1,84 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export type ServerProcess = { url: string; pid: number; stop(): Promise<void> };
+
+export type ServerOptions = {
+  databaseUrl: string;
+  /** More environment for the server (DATABASE_POOL_SIZE, say). */
+  env?: Record<string, string>;
+  /** Extra node flags, e.g. ['--cpu-prof', '--cpu-prof-dir=/tmp/prof']. */
+  nodeArgs?: string[];
+};
+
+async function freePort(): Promise<number> {
+  const probe = net.createServer();
+  probe.listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address() as net.AddressInfo;
+  probe.close();
+  await once(probe, 'close');
+  return port;
+}
+
+/**
+ * The real server (`src/main.ts`) as a child process, as in production: the load generator and
+ * the server never share an event loop. Resolves once /healthz answers.
+ */
+export async function startServer(options: ServerOptions): Promise<ServerProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', ...(options.nodeArgs ?? []), 'src/main.ts'], {
+    cwd: REPO_ROOT,
+    env: {
+      ...process.env,
+      DATABASE_URL: options.databaseUrl,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      // Measure the service, not its refusals: the limiter still runs, it just never says no.
+      RATE_LIMIT_PER_MINUTE: '1000000000',
+      ...options.env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  // Keep the tail of its output to explain a failed start; warnings during the run are echoed.
+  let tail = '';
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString()).slice(-4000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the server exited with code ${child.exitCode}:\n${tail}`);
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`the server did not answer /healthz within 30 s:\n${tail}`);
+    }
+    await sleep(100);
+  }
+  return { url, pid: child.pid!, stop: () => stopChild(child, () => tail) };
+}
+
+async function stopChild(child: ChildProcess, tail: () => string): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  const [code] = await exited;
+  clearTimeout(timer);
+  if (code !== 0) process.stderr.write(`the server exited with code ${code}:\n${tail()}\n`);
+}

@@ -1,0 +1,62 @@
+// `npm run bench [-- SCENARIO… [--duration 10] [--warmup 3] [--connections 32] [--customers 1000] [--cpu-prof DIR]]`
+// Runs the named scenarios (all when none is named) against a server on PostgreSQL
+// (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test).
+import { parseArgs } from 'node:util';
+import { describeMachine } from './lib/machine.js';
+import { benchDatabaseUrl } from './lib/postgres.js';
+import type { BenchOptions, Scenario } from './lib/scenario.js';
+import { points } from './scenarios/points.js';
+
+// Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
+const SCENARIOS: Scenario[] = [points];
+
+function positiveInt(name: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a whole number, got "${value}"`);
+  return n;
+}
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      duration: { type: 'string', default: '10' },
+      warmup: { type: 'string', default: '3' },
+      connections: { type: 'string', default: '32' },
+      customers: { type: 'string', default: '1000' },
+      'cpu-prof': { type: 'string' },
+    },
+  });
+  const unknown = positionals.filter((name) => !SCENARIOS.some((s) => s.name === name));
+  if (unknown.length) {
+    const list = SCENARIOS.map((s) => `  ${s.name.padEnd(12)} ${s.summary}`).join('\n');
+    process.stderr.write(`unknown scenario ${unknown.join(', ')}; the scenarios are:\n${list}\n`);
+    return 2;
+  }
+  const options: BenchOptions = {
+    databaseUrl: benchDatabaseUrl(),
+    durationSec: positiveInt('duration', values.duration),
+    warmupSec: positiveInt('warmup', values.warmup),
+    connections: positiveInt('connections', values.connections),
+    customers: positiveInt('customers', values.customers),
+    cpuProfDir: values['cpu-prof'],
+  };
+  const chosen = positionals.length ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS;
+
+  process.stdout.write(`${await describeMachine(options.databaseUrl)}\n`);
+  let ok = true;
+  for (const scenario of chosen) {
+    process.stdout.write(`\n== ${scenario.name}: ${scenario.summary}\n`);
+    ok = (await scenario.run(options)) && ok;
+  }
+  if (!ok) process.stderr.write('a correctness check failed\n');
+  return ok ? 0 : 1;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  },
+);

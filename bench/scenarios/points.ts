@@ -1,0 +1,267 @@
+// Points: REST POST /rest-api/v1/points/add and GraphQL pointsAdd against pgbench running the same
+// SQL transaction as changePoints (src/domain/points.ts) on the same tables, then a ledger check.
+import { openDatabase } from '../../src/db/database.js';
+import { upsertCustomer } from '../../src/domain/customers.js';
+import { createShop } from '../../src/domain/shops.js';
+import os from 'node:os';
+import { type CpuBreakdown, cpuBreakdown, sampleCpu } from '../lib/cpu.js';
+import { type Measurement, runHttpPhase } from '../lib/load.js';
+import { findPgbench, runPgbench } from '../lib/pgbench.js';
+import { connect, createIsolatedSchema } from '../lib/postgres.js';
+import type { BenchOptions, Scenario } from '../lib/scenario.js';
+import { startServer } from '../lib/server.js';
+import { fmt, formatTable } from '../lib/table.js';
+
+const TARGETS = { restVsPgbench: 0.5, graphqlVsRest: 0.8, p99Ms: 50 };
+// Customers are "100001", "100002", …: numeric strings, like Shopify customer ids.
+const FIRST_CUSTOMER = 100_001;
+
+const DESCRIPTION = { rest: 'bench rest', graphql: 'bench graphql', pgbench: 'bench pgbench' } as const;
+type Face = keyof typeof DESCRIPTION;
+
+const POINTS_ADD = `mutation PointsAdd($input: PointsChangeInput!) {
+  pointsAdd(input: $input) { activity { _id type oldPoints newPoints createdAt } userErrors { code field message } }
+}`;
+
+/**
+ * changePoints('add') statement for statement, as Kysely sends them (BEGIN; SELECT … FOR UPDATE;
+ * UPDATE … RETURNING *; INSERT activity RETURNING *; INSERT outbox event; COMMIT). Ids and the
+ * event's JSON are made in SQL because pgbench's client language has no strings.
+ */
+const PGBENCH_TRANSACTION = `
+\\set cid random(:first_customer, :last_customer)
+BEGIN;
+select * from customers where shop_id = :shop and shopify_customer_id = :cid for update \\gset c_
+\\set new_points :c_points + 1
+update customers set points = :new_points, updated_at = now() where id = :c_id returning *;
+insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at) values (substr(md5(random()::text), 1, 24), :shop, :c_id, 'add_points', 'api', '${DESCRIPTION.pgbench}', null, :c_points, :new_points, now(), now()) returning * \\gset a_
+insert into outbox_events (id, shop_id, type, data) values ('evt_' || substr(md5(random()::text), 1, 24), :shop, 'points/added', jsonb_build_object('_id', :a_id::text, 'type', 'add_points', 'settingType', 'api', 'description', '${DESCRIPTION.pgbench}', 'note', null, 'oldPoints', :c_points::bigint, 'newPoints', :new_points::bigint, 'customer', :c_id::text, 'shop', :shop::text, 'createdAt', :a_created_at::timestamptz, 'updatedAt', :a_updated_at::timestamptz));
+COMMIT;
+`;
+
+function randomCustomer(count: number): string {
+  return String(FIRST_CUSTOMER + Math.floor(Math.random() * count));
+}
+
+async function seed(url: string, customers: number): Promise<{ shopId: string; apiKey: string }> {
+  const { db, close } = await openDatabase({ url, poolSize: 8 });
+  try {
+    const { shop, apiKey } = await createShop(db, 'Bench shop');
+    const ids = Array.from({ length: customers }, (_, i) => String(FIRST_CUSTOMER + i));
+    // Through the domain, so the rows are exactly what the service writes; eight at a time.
+    for (let i = 0; i < ids.length; i += 8) {
+      await Promise.all(
+        ids.slice(i, i + 8).map((id) => upsertCustomer(db, shop.id, { shopifyCustomerId: id, email: `c${id}@bench.example` })),
+      );
+    }
+    return { shopId: shop.id, apiKey };
+  } finally {
+    await close();
+  }
+}
+
+type Check = { name: string; ok: boolean; detail: string };
+
+/** Every balance equals its last activity's newPoints, each entry starts where the previous ended, counts add up. */
+async function checkLedger(url: string, shopId: string, successes: Record<Face, number>): Promise<Check[]> {
+  const client = await connect(url);
+  try {
+    const one = async (text: string) => Number(Object.values((await client.query(text, [shopId])).rows[0])[0]);
+    const wrongBalances = await one(`
+      select count(*) from customers c
+      left join lateral (select new_points from activities a where a.customer_id = c.id order by seq desc limit 1) last on true
+      where c.shop_id = $1 and c.points <> coalesce(last.new_points, 0)`);
+    const brokenChain = await one(`
+      select count(*) from (
+        select old_points, lag(new_points, 1, 0::bigint) over (partition by customer_id order by seq) as previous
+        from activities where shop_id = $1) entries
+      where old_points <> previous`);
+    const checks: Check[] = [
+      { name: 'balance = last activity newPoints', ok: wrongBalances === 0, detail: `${wrongBalances} customers differ` },
+      { name: 'oldPoints = previous newPoints', ok: brokenChain === 0, detail: `${brokenChain} entries differ` },
+    ];
+    const { rows } = await client.query<{ description: string; activities: string; events: string }>(
+      `select a.description, count(*) as activities,
+              count(*) filter (where exists (select 1 from outbox_events e where e.data->>'_id' = a.id)) as events
+       from activities a where a.shop_id = $1 group by a.description`,
+      [shopId],
+    );
+    for (const face of Object.keys(DESCRIPTION) as Face[]) {
+      const row = rows.find((r) => r.description === DESCRIPTION[face]);
+      const activities = Number(row?.activities ?? 0);
+      const events = Number(row?.events ?? 0);
+      const what = face === 'pgbench' ? 'committed transactions' : '2xx responses';
+      checks.push({
+        name: `${face}: activities = ${what} = events`,
+        ok: activities === successes[face] && events === activities,
+        detail: `${activities} activities, ${successes[face]} ${what}, ${events} outbox events`,
+      });
+    }
+    return checks;
+  } finally {
+    await client.end();
+  }
+}
+
+async function run(options: BenchOptions): Promise<boolean> {
+  const schema = await createIsolatedSchema(options.databaseUrl);
+  let server: Awaited<ReturnType<typeof startServer>> | undefined;
+  try {
+    const nodeArgs = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
+    // The server migrates the fresh schema as it starts.
+    server = await startServer({ databaseUrl: schema.url, nodeArgs });
+    const { shopId, apiKey } = await seed(schema.url, options.customers);
+    const admin = await connect(options.databaseUrl);
+    // A checkpoint before each phase, so none of them pays for another's dirty pages.
+    const checkpoint = () => admin.query('checkpoint');
+
+    const successes: Record<Face, number> = { rest: 0, graphql: 0, pgbench: 0 };
+    const results: Partial<Record<Face, Measurement>> = {};
+    const phaseErrors: string[] = [];
+    // Where the CPU went, per successful request: explains the rates, and barely moves with other load.
+    const cpu: Partial<Record<Face, CpuBreakdown>> = {};
+    const cores = os.availableParallelism();
+    const record = (face: Face, m: Measurement) => {
+      results[face] = m;
+      process.stdout.write(`  ${face.padEnd(8)} ${fmt.rate(m.rate)} req/s, p50 ${fmt.ms(m.p50)}, p99 ${fmt.ms(m.p99)}\n`);
+    };
+    const http = async (face: 'rest' | 'graphql', path: string, body: (customerIdentifier: string) => unknown) => {
+      await checkpoint();
+      const load = {
+        url: `${server!.url}${path}`,
+        connections: options.connections,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+        body: () => JSON.stringify(body(randomCustomer(options.customers))),
+      };
+      let before = sampleCpu(server!.pid);
+      const beforeMeasured = async () => {
+        await checkpoint();
+        before = sampleCpu(server!.pid);
+      };
+      try {
+        const { measured, successes: ok } = await runHttpPhase(load, options.durationSec, options.warmupSec, beforeMeasured);
+        cpu[face] = cpuBreakdown(before, sampleCpu(server!.pid), measured.ok, cores);
+        successes[face] = ok;
+        record(face, measured);
+      } catch (err) {
+        // One broken face should not hide the others' figures.
+        phaseErrors.push(`${face}: ${(err as Error).message}`);
+        process.stdout.write(`  ${face.padEnd(8)} FAILED: ${(err as Error).message}\n`);
+      }
+    };
+
+    await http('rest', '/rest-api/v1/points/add', (customerIdentifier) => ({
+      customerIdentifier,
+      amount: 1,
+      description: DESCRIPTION.rest,
+    }));
+    await http('graphql', '/graphql', (customerIdentifier) => ({
+      query: POINTS_ADD,
+      variables: { input: { customerIdentifier, amount: 1, description: DESCRIPTION.graphql } },
+    }));
+
+    const pgbench = findPgbench();
+    if (pgbench) {
+      const transactions = (durationSec: number) =>
+        runPgbench({
+          pgbench,
+          url: schema.url,
+          script: PGBENCH_TRANSACTION,
+          variables: {
+            shop: shopId,
+            first_customer: String(FIRST_CUSTOMER),
+            last_customer: String(FIRST_CUSTOMER + options.customers - 1),
+          },
+          clients: options.connections,
+          durationSec,
+        });
+      await checkpoint();
+      if (options.warmupSec > 0) successes.pgbench += (await transactions(options.warmupSec)).ok;
+      await checkpoint();
+      const before = sampleCpu(undefined);
+      const measured = await transactions(options.durationSec);
+      cpu.pgbench = cpuBreakdown(before, sampleCpu(undefined), measured.ok, cores);
+      successes.pgbench += measured.ok;
+      record('pgbench', measured);
+    } else {
+      process.stdout.write('  pgbench is not installed: no database baseline in this run\n');
+    }
+    await admin.end();
+    await server.stop();
+    server = undefined;
+
+    const checks = await checkLedger(schema.url, shopId, successes);
+    for (const error of phaseErrors) checks.push({ name: 'phase ran', ok: false, detail: error.slice(0, 200) });
+    printReport(options, results, cpu, checks);
+    return checks.every((c) => c.ok);
+  } finally {
+    await server?.stop();
+    await schema.drop();
+  }
+}
+
+function printReport(
+  options: BenchOptions,
+  results: Partial<Record<Face, Measurement>>,
+  cpu: Partial<Record<Face, CpuBreakdown>>,
+  checks: Check[],
+): void {
+  const poolSize = process.env.DATABASE_POOL_SIZE ?? 'default';
+  const rows = (['rest', 'graphql', 'pgbench'] as const)
+    .filter((face) => results[face])
+    .map((face) => {
+      const m = results[face]!;
+      const label = { rest: 'REST POST /points/add', graphql: 'GraphQL pointsAdd', pgbench: 'pgbench, same SQL transaction' }[face];
+      return [label, fmt.rate(m.rate), fmt.ms(m.p50), fmt.ms(m.p99), m.ok, m.failed, m.durationSec.toFixed(1)];
+    });
+
+  const ms = (n: number | null | undefined) => (n === null || n === undefined ? '-' : `${n.toFixed(2)} ms`);
+  const cpuRows = (['rest', 'graphql', 'pgbench'] as const)
+    .filter((face) => cpu[face])
+    .map((face) => {
+      const c = cpu[face]!;
+      return [face, face === 'pgbench' ? '-' : ms(c.server), ms(c.postgres), ms(c.loadGenerator), c.othersShare === null ? '-' : `${(c.othersShare * 100).toFixed(0)} %`];
+    });
+
+  const { rest, graphql, pgbench } = results;
+  const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
+  const targets: Array<Array<string | number>> = [];
+  if (rest && pgbench) {
+    const r = rest.rate / pgbench.rate;
+    targets.push(['REST / pgbench rate', fmt.ratio(r), `>= ${TARGETS.restVsPgbench}`, verdict(r >= TARGETS.restVsPgbench)]);
+  }
+  if (rest && graphql) {
+    const r = graphql.rate / rest.rate;
+    targets.push(['GraphQL / REST rate', fmt.ratio(r), `>= ${TARGETS.graphqlVsRest}`, verdict(r >= TARGETS.graphqlVsRest)]);
+  }
+  for (const [name, m] of [['REST', rest], ['GraphQL', graphql]] as const) {
+    if (m) targets.push([`${name} p99`, fmt.ms(m.p99), `< ${TARGETS.p99Ms} ms`, verdict(m.p99 < TARGETS.p99Ms)]);
+  }
+
+  process.stdout.write(
+    [
+      '',
+      `points: ${options.connections} connections (pgbench: ${options.connections} clients), about ${options.durationSec} s each after about ${options.warmupSec} s of warm-up,`,
+      `${options.customers} customers picked at random; server pool size ${poolSize}; rates count successes only`,
+      '',
+      formatTable(['', 'rate (req/s)', 'p50', 'p99', 'ok', 'failed', 'seconds'], rows),
+      '',
+      'CPU per successful request (others: share of all cores used by other processes meanwhile)',
+      formatTable(['', 'server', 'PostgreSQL', 'load generator', 'others'], cpuRows),
+      ...(['rest', 'graphql', 'pgbench'] as const)
+        .filter((face) => results[face]?.failures)
+        .map((face) => `${face} failures: ${results[face]!.failures}`),
+      '',
+      formatTable(['target', 'value', 'target', 'result'], targets),
+      '',
+      formatTable(['correctness check', 'result', 'detail'], checks.map((c) => [c.name, c.ok ? 'ok' : 'FAILED', c.detail])),
+      '',
+    ].join('\n'),
+  );
+}
+
+export const points: Scenario = {
+  name: 'points',
+  summary: 'REST points/add and GraphQL pointsAdd against pgbench running the same transaction',
+  run,
+};
