@@ -47,7 +47,11 @@ export async function createApiKey(db: Queryable, shopId: string): Promise<{ api
   return { apiKey, key: { id: row.id, prefix: row.prefix, createdAt: row.created_at, revokedAt: row.revoked_at } };
 }
 
-/** Revokes a key by its prefix (`lk_abc…` or just the ten prefix characters). */
+/**
+ * Revokes a key by its prefix (`lk_abc…` or just the ten prefix characters). Given the database
+ * (not a transaction), the key stops working in this process as this resolves; every other
+ * process stops trusting it within API_KEY_CACHE_TTL_MS.
+ */
 export async function revokeApiKey(db: Queryable, shopId: string, prefixOrKey: string): Promise<ApiKeyInfo> {
   const prefix = prefixOrKey.replace(/^lk_/, '').slice(0, 10);
   const row = await db
@@ -57,6 +61,8 @@ export async function revokeApiKey(db: Queryable, shopId: string, prefixOrKey: s
     .where('prefix', '=', prefix)
     .returning(['id', 'prefix', 'created_at', 'revoked_at'])
     .executeTakeFirst();
+  // Revocations are rare: forgetting every cached key is simpler than finding this one's entries.
+  revocationEpoch++;
   if (!row) throw new NotFoundError('api_key_not_found', `shop ${shopId} has no key with prefix ${prefix}`);
   return { id: row.id, prefix: row.prefix, createdAt: row.created_at, revokedAt: row.revoked_at };
 }
@@ -73,10 +79,48 @@ export async function listApiKeys(db: Queryable, shopId: string): Promise<ApiKey
 
 const NO_MATCH = sha256('no such key');
 
+/**
+ * How long a key that authenticated stays trusted without asking the database again. Every
+ * request used to cost one query for its key; at a few hundred requests a second that query
+ * was a seventh of the database round trips of a points change. A revocation in this process
+ * takes effect at once (revokeApiKey clears the cache); one made by another process (the CLI,
+ * another instance) takes effect here within this time.
+ */
+export const API_KEY_CACHE_TTL_MS = 2_000;
+const API_KEY_CACHE_MAX = 10_000;
+
+type CachedShop = { shop: Shop; expiresAt: number; epoch: number };
+
+// One cache per database handle, so a handle opened later (a restart, a test) starts cold.
+// Keyed by the key's SHA-256, so no secret is kept in memory beyond its request.
+const apiKeyCaches = new WeakMap<object, Map<string, CachedShop>>();
+// Bumped by every revocation in this process: entries filled before it are stale, and so is a
+// lookup that was already running when it happened.
+let revocationEpoch = 0;
+
+function cacheFor(db: Queryable): Map<string, CachedShop> {
+  let cache = apiKeyCaches.get(db);
+  if (!cache) {
+    cache = new Map();
+    apiKeyCaches.set(db, cache);
+  }
+  return cache;
+}
+
 /** The shop a presented API key belongs to, or null for a malformed, unknown or revoked key. */
 export async function authenticateApiKey(db: Queryable, apiKey: string): Promise<Shop | null> {
   const match = KEY_PATTERN.exec(apiKey);
   if (!match) return null;
+  const hash = sha256(apiKey);
+  const cacheKey = hash.toString('hex');
+  const cache = cacheFor(db);
+  const now = Date.now();
+  const cached = cache.get(cacheKey);
+  // Finding the entry by the hash is the comparison: only the key itself hashes to it.
+  if (cached && cached.expiresAt > now && cached.epoch === revocationEpoch) return cached.shop;
+  if (cached) cache.delete(cacheKey);
+
+  const epoch = revocationEpoch;
   const row = await db
     .selectFrom('api_keys')
     .innerJoin('shops', 'shops.id', 'api_keys.shop_id')
@@ -85,7 +129,13 @@ export async function authenticateApiKey(db: Queryable, apiKey: string): Promise
     .executeTakeFirst();
   const stored = row ? Buffer.from(row.key_hash, 'hex') : NO_MATCH;
   // Compare hashes in constant time, and do the comparison even when no row matched.
-  const equal = timingSafeEqual(stored, sha256(apiKey));
+  const equal = timingSafeEqual(stored, hash);
   if (!row || !equal || row.revoked_at) return null;
-  return { id: row.id, name: row.name, createdAt: row.created_at };
+  const shop: Shop = { id: row.id, name: row.name, createdAt: row.created_at };
+  // Only good keys are cached: a key created a moment ago elsewhere must work at once.
+  if (epoch === revocationEpoch) {
+    if (cache.size >= API_KEY_CACHE_MAX) cache.delete(cache.keys().next().value!);
+    cache.set(cacheKey, { shop, expiresAt: now + API_KEY_CACHE_TTL_MS, epoch });
+  }
+  return shop;
 }
