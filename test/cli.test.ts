@@ -91,9 +91,10 @@ async function ledgerViolations(db: DB, shopId: string): Promise<{ brokenChains:
   return { brokenChains: chains.rows[0]!.n, wrongBalances: balances.rows[0]!.n };
 }
 
-async function eventCounts(db: DB, shopId: string): Promise<Record<string, number>> {
+/** How many outbox events (or ledger entries) of each type a shop has. */
+async function countByType(db: DB, shopId: string, table: 'outbox_events' | 'activities' = 'outbox_events'): Promise<Record<string, number>> {
   const rows = await db
-    .selectFrom('outbox_events')
+    .selectFrom(table)
     .select(['type', (eb) => eb.fn.countAll<number>().as('n')])
     .where('shop_id', '=', shopId)
     .groupBy('type')
@@ -255,7 +256,7 @@ describe('CLI: customers import', () => {
       expect(activities).toHaveLength(6);
       expect(activities.every((a) => a.type === 'update_points' && a.setting_type === 'import' && a.old_points === 0)).toBe(true);
       expect(activities.map((a) => a.new_points).sort((a, b) => a - b)).toEqual([9, 12, 14, 17, 100, 100]);
-      expect(await eventCounts(db, shopId)).toEqual({ 'customers/created': 9, 'points/updated': 6 });
+      expect(await countByType(db, shopId)).toEqual({ 'customers/created': 9, 'points/updated': 6 });
       expect(await ledgerViolations(db, shopId)).toEqual({ brokenChains: 0, wrongBalances: 0 });
     });
   });
@@ -292,7 +293,7 @@ describe('CLI: customers import', () => {
           { who: 'n2', old_points: 0, new_points: 50, type: 'update_points', setting_type: 'import' },
           { who: 'c1', old_points: 100, new_points: 40, type: 'update_points', setting_type: 'import' },
         ]);
-        expect(await eventCounts(db, shopId)).toEqual({ 'customers/created': 10, 'customers/updated': 1, 'points/updated': 8 });
+        expect(await countByType(db, shopId)).toEqual({ 'customers/created': 10, 'customers/updated': 1, 'points/updated': 8 });
         const pointsEvent = await db
           .selectFrom('outbox_events')
           .select('data')
@@ -347,13 +348,7 @@ describe('customers import next to live points traffic', () => {
 
       const db = t.app.database.db;
       expect(await ledgerViolations(db, shopId)).toEqual({ brokenChains: 0, wrongBalances: 0 });
-      const counts = await db
-        .selectFrom('activities')
-        .select(['type', (eb) => eb.fn.countAll<number>().as('n')])
-        .where('shop_id', '=', shopId)
-        .groupBy('type')
-        .execute();
-      expect(Object.fromEntries(counts.map((c) => [c.type, Number(c.n)]))).toEqual({ add_points: 200, update_points: 100 });
+      expect(await countByType(db, shopId, 'activities')).toEqual({ add_points: 200, update_points: 100 });
       // Each balance is 500 plus the adds that landed after the import's set.
       const balances = await db.selectFrom('customers').select('points').where('shop_id', '=', shopId).execute();
       expect(balances.every((b) => [500, 505, 510].includes(b.points))).toBe(true);
@@ -415,7 +410,7 @@ describe.skipIf(!onPostgres)('customers import against a writer that commits mid
       expect(fallback.rejected).toEqual([{ line: 3, error: 'e-mail b2@example.com belongs to customer "other"' }]);
 
       expect(await ledgerViolations(writer.db, shop.id)).toEqual({ brokenChains: 0, wrongBalances: 0 });
-      expect(await eventCounts(writer.db, shop.id)).toEqual({ 'customers/created': 6, 'customers/updated': 1, 'points/updated': 7 });
+      expect(await countByType(writer.db, shop.id)).toEqual({ 'customers/created': 6, 'customers/updated': 1, 'points/updated': 7 });
     } finally {
       await importer.close();
       await writer.close();
@@ -456,7 +451,7 @@ describe.skipIf(!onPostgres)('customers import at scale (PostgreSQL)', () => {
         .where('shop_id', '=', shopId)
         .executeTakeFirstOrThrow();
       expect(Number(n)).toBe(100_000);
-      expect(await eventCounts(db, shopId)).toEqual({ 'customers/created': 100_000, 'points/updated': 75_000 });
+      expect(await countByType(db, shopId)).toEqual({ 'customers/created': 100_000, 'points/updated': 75_000 });
       expect(await ledgerViolations(db, shopId)).toEqual({ brokenChains: 0, wrongBalances: 0 });
     });
   });
