@@ -215,6 +215,8 @@ describe('CLI: customers import', () => {
     expect(byLine[9]).toBe('e-mail N1@Example.com is also on line 1');
     expect(byLine[11]).toBe('shopifyCustomerId "n2" repeats line 2');
     expect(byLine[12]).toMatch(/nickname/);
+    // n10 names n1, imported earlier in the same file, as its referrer.
+    expect(ndjson).toMatchObject({ referralsLinked: 1, referralErrors: [] });
 
     // CSV, one batch; lines 14-15 are one quoted record.
     const csv = await cli(['customers', 'import', fixture('customers-mixed.csv'), '--shop', shopId, '--json']);
@@ -226,8 +228,8 @@ describe('CLI: customers import', () => {
     expect(csvByLine[8]).toBe('expected 5 columns as in the header, got 3');
     expect(csvByLine[9]).toBe('e-mail C1@EXAMPLE.COM is also on line 2');
     expect(csvByLine[12]).toMatch(/^malformed CSV/);
-    // Imported rows that name a referrer are left for the referral feature, and the CLI says so.
-    expect(csv.stderr).toMatch(/1 imported row\(s\) name a referrer/);
+    // c9 names n1 (from the NDJSON import) as its referrer.
+    expect(csvResult).toMatchObject({ referralsLinked: 1, referralErrors: [] });
 
     await withDb(async (db) => {
       const customers = await db
@@ -256,7 +258,21 @@ describe('CLI: customers import', () => {
       expect(activities).toHaveLength(6);
       expect(activities.every((a) => a.type === 'update_points' && a.setting_type === 'import' && a.old_points === 0)).toBe(true);
       expect(activities.map((a) => a.new_points).sort((a, b) => a - b)).toEqual([9, 12, 14, 17, 100, 100]);
-      expect(await countByType(db, shopId)).toEqual({ 'customers/created': 9, 'points/updated': 6 });
+      expect(await countByType(db, shopId)).toEqual({
+        'customers/created': 9,
+        'points/updated': 6,
+        'referrals/code_created': 1,
+        'referrals/referee_created': 2,
+      });
+      const referees = await db
+        .selectFrom('referrals')
+        .innerJoin('customers as referee', 'referee.id', 'referrals.referee_id')
+        .innerJoin('customers as referrer', 'referrer.id', 'referrals.referrer_id')
+        .select(['referee.shopify_customer_id as referee', 'referrer.shopify_customer_id as referrer'])
+        .where('referrals.shop_id', '=', shopId)
+        .orderBy('referrals.seq')
+        .execute();
+      expect(referees).toEqual([{ referee: 'n10', referrer: 'n1' }, { referee: 'c9', referrer: 'n1' }]);
       expect(await ledgerViolations(db, shopId)).toEqual({ brokenChains: 0, wrongBalances: 0 });
     });
   });
@@ -293,7 +309,13 @@ describe('CLI: customers import', () => {
           { who: 'n2', old_points: 0, new_points: 50, type: 'update_points', setting_type: 'import' },
           { who: 'c1', old_points: 100, new_points: 40, type: 'update_points', setting_type: 'import' },
         ]);
-        expect(await countByType(db, shopId)).toEqual({ 'customers/created': 10, 'customers/updated': 1, 'points/updated': 8 });
+        expect(await countByType(db, shopId)).toEqual({
+          'customers/created': 10,
+          'customers/updated': 1,
+          'points/updated': 8,
+          'referrals/code_created': 1,
+          'referrals/referee_created': 2,
+        });
         const pointsEvent = await db
           .selectFrom('outbox_events')
           .select('data')
@@ -441,7 +463,7 @@ describe.skipIf(!onPostgres)('customers import at scale (PostgreSQL)', () => {
     const seconds = (performance.now() - started) / 1000;
     console.log(`customers import: 100,000 rows in ${seconds.toFixed(1)} s (whole CLI process, PostgreSQL)`);
     expect(res.code, res.stderr).toBe(0);
-    expect(JSON.parse(res.stdout)).toEqual({ imported: 100_000, rejected: [] });
+    expect(JSON.parse(res.stdout)).toEqual({ imported: 100_000, rejected: [], referralsLinked: 0, referralErrors: [] });
     expect(seconds).toBeLessThan(60);
 
     await withDb(async (db) => {

@@ -166,20 +166,18 @@ program
   });
 
 function printImportResult(file: string, result: ImportResult): void {
-  const { imported, created, updated, unchanged, balancesSet, rejected, pendingReferrals } = result;
+  const { imported, created, updated, unchanged, balancesSet, rejected, referralsLinked, referralErrors } = result;
   const lines = [
     `Imported ${imported} customer(s) from ${file}: ${created} created, ${updated} updated, ${unchanged} unchanged; ${balancesSet} balance(s) set.`,
   ];
   if (rejected.length) {
     lines.push(`Rejected ${rejected.length} line(s):`, ...rejected.map((r) => `  line ${r.line}: ${r.error}`));
   }
-  print(lines.join('\n'), { imported, rejected });
-  if (pendingReferrals.length) {
-    process.stderr.write(
-      `note: ${pendingReferrals.length} imported row(s) name a referrer (referredBy); ` +
-        'linking referees on import is not available yet, so they were not linked.\n',
-    );
+  if (referralsLinked) lines.push(`Linked ${referralsLinked} referee(s) to their referrer (referredBy).`);
+  if (referralErrors.length) {
+    lines.push(`Referrer refused on ${referralErrors.length} line(s):`, ...referralErrors.map((r) => `  line ${r.line}: ${r.error}`));
   }
+  print(lines.join('\n'), { imported, rejected, referralsLinked, referralErrors });
 }
 
 /** The one-line reason an error stopped the command, and its code for --json. */

@@ -4,10 +4,11 @@ import type { DB } from '../db/database.js';
 import type { CustomerRow } from '../db/schema.js';
 import { inTransaction, type Trx } from '../db/transaction.js';
 import { type Customer, customerInputSchema, translateUniqueViolation } from './customers.js';
-import { ConflictError } from './errors.js';
+import { ConflictError, DomainError } from './errors.js';
 import { type EventTopic, recordEvents } from './events.js';
 import { newId } from './ids.js';
 import { type Activity, MAX_BALANCE } from './points.js';
+import { linkReferee } from './referrals.js';
 import { getShop } from './shops.js';
 import { validationErrorFrom } from './validation.js';
 
@@ -26,6 +27,7 @@ export type ImportRejection = { line: number; error: string };
 /**
  * An imported row that names a referrer. Linking referees is the referral feature's job; it runs
  * after the whole file is in, since a referrer may appear further down the file than its referee.
+ * `referredBy` is the referrer's referral code, shopifyCustomerId or e-mail.
  */
 export type PendingReferral = { line: number; customerId: string; shopifyCustomerId: string; referredBy: string };
 
@@ -39,6 +41,10 @@ export type ImportResult = {
   balancesSet: number;
   rejected: ImportRejection[];
   pendingReferrals: PendingReferral[];
+  /** Rows linked to their referrer by this import (a link that already existed does not count). */
+  referralsLinked: number;
+  /** Imported rows whose referredBy was refused (unknown referrer, another referrer, self-referral). */
+  referralErrors: ImportRejection[];
 };
 
 export type ImportOptions = {
@@ -49,7 +55,7 @@ export type ImportOptions = {
 };
 
 type Row = CustomerImportRow & { line: number };
-type BatchOutcome = Omit<ImportResult, 'imported'>;
+type BatchOutcome = Omit<ImportResult, 'imported' | 'referralsLinked' | 'referralErrors'>;
 
 const IMPORT_DESCRIPTION = 'Balance set by customers import';
 
@@ -122,7 +128,23 @@ export async function importCustomers(
   options.onProgress?.(read);
 
   total.rejected.sort((a, b) => a.line - b.line);
-  return { imported: total.created + total.updated + total.unchanged, ...total };
+  const referrals = await linkReferees(db, shopId, total.pendingReferrals);
+  return { imported: total.created + total.updated + total.unchanged, ...total, ...referrals };
+}
+
+/** Links the rows that name a referrer, one at a time, the way a referral sign-up does. */
+async function linkReferees(db: DB, shopId: string, pending: PendingReferral[]) {
+  let referralsLinked = 0;
+  const referralErrors: ImportRejection[] = [];
+  for (const { line, shopifyCustomerId, referredBy } of pending) {
+    try {
+      if ((await linkReferee(db, shopId, shopifyCustomerId, referredBy)).created) referralsLinked++;
+    } catch (err) {
+      if (!(err instanceof DomainError)) throw err;
+      referralErrors.push({ line, error: `referredBy: ${err.message}` });
+    }
+  }
+  return { referralsLinked, referralErrors };
 }
 
 function validateRecord(record: ImportRecord): Row | ImportRejection {
