@@ -6,9 +6,10 @@ import { describeMachine } from './lib/machine.js';
 import { benchDatabaseUrl } from './lib/postgres.js';
 import type { BenchOptions, Scenario } from './lib/scenario.js';
 import { points } from './scenarios/points.js';
+import { redemptions } from './scenarios/redemptions.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points];
+const SCENARIOS: Scenario[] = [points, redemptions];
 
 function positiveInt(name: string, value: string): number {
   const n = Number(value);
