@@ -16,5 +16,7 @@ export default defineConfig({
     // Two cores: two test files at a time keeps PGlite start-up and the load tests from starving each other.
     maxWorkers: 2,
     pool: 'forks',
+    // A self-signed certificate for HTTPS webhook receivers, trusted through NODE_EXTRA_CA_CERTS.
+    globalSetup: ['test/global-setup.ts'],
   },
 });

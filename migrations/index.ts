@@ -5,10 +5,12 @@ import * as initial from './2026_11_22_001_initial.js';
 import * as redemptionsReferrals from './2026_11_22_002_redemptions_referrals.js';
 import * as webhooks from './2026_11_22_003_webhooks.js';
 import * as outboxRelay from './2026_11_22_004_outbox_relay.js';
+import * as webhookDelivery from './2026_11_22_005_webhook_delivery.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
   '2026_11_22_002_redemptions_referrals': redemptionsReferrals,
   '2026_11_22_003_webhooks': webhooks,
   '2026_11_22_004_outbox_relay': outboxRelay,
+  '2026_11_22_005_webhook_delivery': webhookDelivery,
 };

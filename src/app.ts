@@ -7,6 +7,7 @@ import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js'
 import { createHttpServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { createRateLimiter, type RateLimiter } from './rate-limit/limiter.js';
+import { createDeliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.js';
 import { createSecretBox, loadSecretsKey } from './webhooks/secret-box.js';
 import { type Resolver, UrlPolicy } from './webhooks/url-policy.js';
 
@@ -15,6 +16,8 @@ export type App = {
   logger: Logger;
   /** Listens on the configured host and port; resolves to the base URL. */
   start(): Promise<string>;
+  /** Runs the outbox relay and the webhook delivery worker without serving HTTP (`npm run worker`). */
+  startWorker(): void;
   /** Stops accepting, finishes in-flight requests, closes the database. Safe to call twice. */
   stop(): Promise<void>;
 };
@@ -38,6 +41,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   let http: Awaited<ReturnType<typeof createHttpServer>>;
   let rateLimiter: RateLimiter | undefined;
+  let deliveryWorker: DeliveryWorker;
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length) logger.info({ migrations: applied }, 'database migrated');
@@ -50,6 +54,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       urlPolicy: new UrlPolicy({ allowedHosts: config.webhookAllowedHosts, resolve: options.resolveHost }),
       secrets: createSecretBox(secretsKey.key),
     };
+    deliveryWorker = createDeliveryWorker({
+      db: database.db,
+      logger,
+      urlPolicy: webhooks.urlPolicy,
+      secrets: webhooks.secrets,
+      timeoutMs: config.webhookTimeoutMs,
+      concurrency: config.webhookConcurrency,
+      retentionMs: config.webhookRetentionDays * 24 * HOUR,
+    });
     rateLimiter = await createRateLimiter({
       db: database.db,
       logger,
@@ -66,7 +79,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
 
   // Consumers of committed events: webhook fan-out and live subscriptions register here.
-  const outboxHandlers: OutboxHandler[] = [];
+  const outboxHandlers: OutboxHandler[] = [deliveryWorker.outboxHandler];
   const relay = createOutboxRelay({ db: database.db, logger, handlers: outboxHandlers });
 
   const purge = setInterval(() => {
@@ -74,22 +87,29 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }, HOUR);
   purge.unref();
 
+  const startWorker = () => {
+    relay.start();
+    deliveryWorker.start();
+  };
+
   let stopping: Promise<void> | undefined;
   return {
     database,
     logger,
     async start() {
       await http.listen({ port: config.port, host: config.host });
-      if (config.worker) relay.start();
+      if (config.worker) startWorker();
       const { port } = http.server.address() as AddressInfo;
       const host = config.host.includes(':') ? `[${config.host}]` : config.host;
       return `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`;
     },
+    startWorker,
     stop() {
       stopping ??= (async () => {
         clearInterval(purge);
         await http.close();
         await relay.stop();
+        await deliveryWorker.stop();
         await rateLimiter.close();
         await database.close();
       })();

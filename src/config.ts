@@ -40,6 +40,11 @@ const configSchema = z.object({
     }),
   // 64 hex characters (32 bytes) encrypting webhook signing secrets at rest; the same on every
   // instance. Unset: a key file in DATA_DIR, created on first start.
+  // Webhook delivery: per-attempt timeout, attempts in flight per worker, and how long delivery
+  // records (payloads, attempts) are kept.
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(15_000),
+  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(64),
+  WEBHOOK_RETENTION_DAYS: z.coerce.number().min(0.001).max(3650).default(30),
   SECRETS_KEY: optionalString.pipe(z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters').optional()),
 });
 
@@ -56,6 +61,9 @@ export type Config = {
   rateLimitPerMinute: number;
   webhookAllowedHosts: string[];
   secretsKey: string | undefined;
+  webhookTimeoutMs: number;
+  webhookConcurrency: number;
+  webhookRetentionDays: number;
 };
 
 export class ConfigError extends Error {}
@@ -81,5 +89,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitPerMinute: c.RATE_LIMIT_PER_MINUTE,
     webhookAllowedHosts: c.WEBHOOK_ALLOWED_HOSTS,
     secretsKey: c.SECRETS_KEY,
+    webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
+    webhookConcurrency: c.WEBHOOK_CONCURRENCY,
+    webhookRetentionDays: c.WEBHOOK_RETENTION_DAYS,
   };
 }

@@ -495,7 +495,7 @@ describe('webhook deliveries routes (records are written by the delivery worker)
     expectError(await call('GET', '/webhooks/deliveries', undefined), 401, 'unauthorized');
   });
 
-  it('replay: 400 malformed id, 404 unknown or foreign, 501 until the worker exists', async () => {
+  it('replay: 400 malformed id, 404 unknown or foreign, 422 once its subscription is gone', async () => {
     expectValidationError(await call('POST', '/webhooks/deliveries/nope/replay', a.apiKey), 'id');
     expectError(await call('POST', `/webhooks/deliveries/${newId()}/replay`, a.apiKey), 404, 'delivery_not_found');
     const id = newId();
@@ -504,7 +504,7 @@ describe('webhook deliveries routes (records are written by the delivery worker)
       .values({ id, shop_id: a.shopId, subscription_id: newId(), event_id: 'evt_x', topic: 'points/added', status: 'failed' })
       .execute();
     expectError(await call('POST', `/webhooks/deliveries/${id}/replay`, b.apiKey), 404, 'delivery_not_found');
-    expectError(await call('POST', `/webhooks/deliveries/${id}/replay`, a.apiKey), 501, 'not_implemented');
+    expectError(await call('POST', `/webhooks/deliveries/${id}/replay`, a.apiKey), 422, 'subscription_deleted');
     expectError(await call('POST', `/webhooks/deliveries/${id}/replay`, undefined), 401, 'unauthorized');
   });
 });

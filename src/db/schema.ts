@@ -161,9 +161,39 @@ export interface WebhookDeliveriesTable {
   subscription_id: string;
   event_id: string;
   topic: string;
-  status: string;
+  status: WebhookDeliveryStatus;
   created_at: Defaulted<Date>;
   updated_at: Defaulted<Date>;
+  /** The envelope as signed and sent, byte for byte. */
+  payload: Defaulted<string>;
+  /** When a worker should pick the row up next (scheduled attempt, replay, or lease expiry); null: nothing due. */
+  due_at: Date | null;
+  next_attempt_at: Date | null;
+  attempt_count: Defaulted<number>;
+  scheduled_attempts: Defaulted<number>;
+  last_attempt_at: Date | null;
+  last_response_status: number | null;
+  last_error: string | null;
+  lease_token: string | null;
+  replay_requested: Defaulted<boolean>;
+  current_trigger: Defaulted<WebhookAttemptTrigger>;
+  status_before_send: WebhookDeliveryStatus | null;
+}
+
+export type WebhookDeliveryStatus = 'pending' | 'sending' | 'succeeded' | 'retrying' | 'failed' | 'cancelled';
+export type WebhookAttemptTrigger = 'scheduled' | 'manual';
+
+export interface WebhookDeliveryAttemptsTable {
+  id: string;
+  delivery_id: string;
+  attempted_at: Date;
+  trigger: WebhookAttemptTrigger;
+  url: string;
+  response_status: number | null;
+  duration_ms: number;
+  error: string | null;
+  /** The first 2 KiB of the response body. */
+  response_body: string | null;
 }
 
 export interface Database {
@@ -180,6 +210,7 @@ export interface Database {
   webhook_subscriptions: WebhookSubscriptionsTable;
   webhook_secrets: WebhookSecretsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  webhook_delivery_attempts: WebhookDeliveryAttemptsTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;
@@ -189,3 +220,4 @@ export type PointsRedemptionRow = Selectable<PointsRedemptionsTable>;
 export type DiscountCodeRow = Selectable<DiscountCodesTable>;
 export type WebhookSubscriptionRow = Selectable<WebhookSubscriptionsTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
+export type WebhookDeliveryAttemptRow = Selectable<WebhookDeliveryAttemptsTable>;

@@ -1,24 +1,56 @@
-import type { Queryable } from '../db/transaction.js';
-import type { WebhookDeliveryRow } from '../db/schema.js';
-import { NotFoundError, ValidationError } from './errors.js';
-import { isId } from './ids.js';
+import { EventEmitter } from 'node:events';
+import { sql } from 'kysely';
+import { z } from 'zod';
+import type { DB } from '../db/database.js';
+import type { WebhookAttemptTrigger, WebhookDeliveryAttemptRow, WebhookDeliveryRow, WebhookDeliveryStatus } from '../db/schema.js';
+import { afterCommit, inTransaction, type Queryable, type Trx } from '../db/transaction.js';
+import { NotFoundError, RuleViolationError, ValidationError } from './errors.js';
+import { isId, newId } from './ids.js';
+import { MAX_PAGE_SIZE } from './offset-pages.js';
+import { decodeCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
+import { parseInput } from './validation.js';
 
 /**
- * Delivery records, as far as the routes that list and replay them need today. Writing them
- * (outbox fan-out, sending, retries, attempts) belongs to the delivery worker.
+ * Webhook deliveries: one per (event, matching subscription), created when the outbox relay hands
+ * an event on, then sent, retried and recorded by the delivery worker (src/webhooks). Records
+ * outlive their subscription and stay queryable until the retention purge.
  */
+export const DELIVERY_STATUSES = ['pending', 'sending', 'succeeded', 'retrying', 'failed', 'cancelled'] as const satisfies readonly WebhookDeliveryStatus[];
+
 export type WebhookDelivery = {
   id: string;
   subscriptionId: string;
   eventId: string;
   topic: string;
-  status: string;
+  status: WebhookDeliveryStatus;
+  attemptCount: number;
+  lastAttemptAt: Date | null;
+  /** The next scheduled attempt; null once succeeded, failed or cancelled. */
+  nextAttemptAt: Date | null;
+  lastResponseStatus: number | null;
+  lastError: string | null;
   createdAt: Date;
   updatedAt: Date;
 };
 
-/** The most a list returns until the delivery worker's issue gives it paging parameters. */
-const LIST_LIMIT = 100;
+export type WebhookDeliveryAttempt = {
+  id: string;
+  attemptedAt: Date;
+  trigger: WebhookAttemptTrigger;
+  url: string;
+  responseStatus: number | null;
+  durationMs: number;
+  error: string | null;
+  /** The first 2 KiB of the receiver's response body. */
+  responseBody: string | null;
+};
+
+/** One delivery with everything about it: its attempts (oldest first) and the body as sent. */
+export type WebhookDeliveryDetail = WebhookDelivery & {
+  attempts: WebhookDeliveryAttempt[];
+  /** The envelope exactly as signed and sent (minified JSON). */
+  payload: string;
+};
 
 export function toWebhookDelivery(row: WebhookDeliveryRow): WebhookDelivery {
   return {
@@ -27,32 +59,245 @@ export function toWebhookDelivery(row: WebhookDeliveryRow): WebhookDelivery {
     eventId: row.event_id,
     topic: row.topic,
     status: row.status,
+    attemptCount: row.attempt_count,
+    lastAttemptAt: row.last_attempt_at,
+    nextAttemptAt: row.next_attempt_at,
+    lastResponseStatus: row.last_response_status,
+    lastError: row.last_error,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
 }
 
-/** The shop's most recent deliveries, newest first (those of deleted subscriptions included). */
-export async function listDeliveries(db: Queryable, shopId: string): Promise<WebhookDelivery[]> {
-  const rows = await db
-    .selectFrom('webhook_deliveries')
-    .selectAll()
-    .where('shop_id', '=', shopId)
-    .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(LIST_LIMIT)
+function toAttempt(row: WebhookDeliveryAttemptRow): WebhookDeliveryAttempt {
+  return {
+    id: row.id,
+    attemptedAt: row.attempted_at,
+    trigger: row.trigger,
+    url: row.url,
+    responseStatus: row.response_status,
+    durationMs: row.duration_ms,
+    error: row.error,
+    responseBody: row.response_body,
+  };
+}
+
+// --- Fan-out --------------------------------------------------------------------------------
+
+/** An event ready to deliver: `payload` is its envelope as it will be signed and sent. */
+export type DeliverableEvent = { id: string; shopId: string; type: string; payload: string };
+
+const INSERT_CHUNK = 1000;
+
+/**
+ * Creates the deliveries of committed events, inside the outbox relay's transaction: one per
+ * subscription of the event's shop whose topic is the event's type or its `group/*`, due at once.
+ * Unique per (event, subscription), so relaying an event twice cannot deliver it twice.
+ * Resolves to the number of deliveries created.
+ */
+export async function fanOutEvents(trx: Trx, events: readonly DeliverableEvent[], now: Date): Promise<number> {
+  if (events.length === 0) return 0;
+  const shopIds = [...new Set(events.map((e) => e.shopId))];
+  const topics = [...new Set(events.flatMap((e) => [e.type, `${e.type.split('/')[0]}/*`]))];
+  const subscriptions = await trx
+    .selectFrom('webhook_subscriptions')
+    .select(['id', 'shop_id', 'topic'])
+    .where('shop_id', 'in', shopIds)
+    .where('topic', 'in', topics)
+    .orderBy('created_at')
+    .execute();
+  if (subscriptions.length === 0) return 0;
+  const byShopTopic = new Map<string, string[]>();
+  for (const s of subscriptions) {
+    const key = `${s.shop_id} ${s.topic}`;
+    byShopTopic.set(key, [...(byShopTopic.get(key) ?? []), s.id]);
+  }
+  const rows = events.flatMap((event) => {
+    const matching = [
+      ...(byShopTopic.get(`${event.shopId} ${event.type}`) ?? []),
+      ...(byShopTopic.get(`${event.shopId} ${event.type.split('/')[0]}/*`) ?? []),
+    ];
+    return matching.map((subscriptionId) => ({
+      id: newId(),
+      shop_id: event.shopId,
+      subscription_id: subscriptionId,
+      event_id: event.id,
+      topic: event.type,
+      status: 'pending' as const,
+      payload: event.payload,
+      due_at: now,
+      next_attempt_at: now,
+      created_at: now,
+      updated_at: now,
+    }));
+  });
+  let created = 0;
+  for (let i = 0; i < rows.length; i += INSERT_CHUNK) {
+    const result = await trx
+      .insertInto('webhook_deliveries')
+      .values(rows.slice(i, i + INSERT_CHUNK))
+      .onConflict((oc) => oc.columns(['event_id', 'subscription_id']).doNothing())
+      .executeTakeFirst();
+    created += Number(result.numInsertedOrUpdatedRows ?? 0);
+  }
+  if (created > 0) afterCommit(trx, announceDeliveriesDue);
+  return created;
+}
+
+/**
+ * Cancels what a subscription still had to send, in the caller's transaction (the subscription's
+ * delete): pending and retrying deliveries become `cancelled`, one being sent too (its worker's
+ * lease is revoked, so the outcome it reports no longer changes the record), and waiting replays
+ * are dropped. The records themselves stay.
+ */
+export async function cancelSubscriptionDeliveries(trx: Trx, subscriptionId: string, now: Date): Promise<number> {
+  const result = await trx
+    .updateTable('webhook_deliveries')
+    .set({
+      // status_before_send is set only while sending: a replay in flight keeps its delivery's outcome.
+      status: sql`case when coalesce(status_before_send, status) in ('pending', 'retrying', 'sending') then 'cancelled' else coalesce(status_before_send, status) end`,
+      due_at: null,
+      next_attempt_at: null,
+      lease_token: null,
+      replay_requested: false,
+      status_before_send: null,
+      updated_at: now,
+    })
+    .where('subscription_id', '=', subscriptionId)
+    .where((eb) => eb.or([eb('status', 'in', ['pending', 'retrying', 'sending']), eb('due_at', 'is not', null)]))
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+// --- Wake-ups -------------------------------------------------------------------------------
+
+const dueSignals = new EventEmitter();
+
+function announceDeliveriesDue(): void {
+  dueSignals.emit('due');
+}
+
+/**
+ * Calls `listener` when this process commits deliveries that are due now (fan-out, replay), so
+ * the worker sends them at once instead of at its next poll. Returns the unsubscribe.
+ */
+export function onDeliveriesDue(listener: () => void): () => void {
+  dueSignals.on('due', listener);
+  return () => dueSignals.off('due', listener);
+}
+
+// --- Queries --------------------------------------------------------------------------------
+
+const optionalQueryString = z.preprocess((v) => (v === '' ? undefined : v), z.string().trim().max(200).optional());
+
+export const deliveryFilterSchema = z.object({
+  subscriptionId: optionalQueryString.refine((v) => v === undefined || isId(v), 'not a webhook subscription id'),
+  status: z.preprocess((v) => (v === '' ? undefined : v), z.enum(DELIVERY_STATUSES).optional()),
+  /** A topic, or `group/*` for every topic of a group. */
+  topic: optionalQueryString,
+});
+export type DeliveryFilter = z.output<typeof deliveryFilterSchema>;
+
+const pageNumber = (max: number, fallback: number) =>
+  z.preprocess(
+    (value) => (value === undefined || value === '' ? fallback : typeof value === 'string' && /^\s*\d{1,10}\s*$/.test(value) ? Number(value) : value),
+    z.number().int().min(1).max(max),
+  );
+
+/** The REST list's query: the filters, plus `page` (default 1) and `pageSize` (default 50, at most 250). */
+export const deliveryListQuerySchema = deliveryFilterSchema.extend({
+  page: pageNumber(1_000_000_000, 1),
+  pageSize: pageNumber(MAX_PAGE_SIZE, 50),
+});
+
+function filteredDeliveries(db: Queryable, shopId: string, filter: DeliveryFilter) {
+  let query = db.selectFrom('webhook_deliveries').selectAll().where('shop_id', '=', shopId);
+  if (filter.subscriptionId) query = query.where('subscription_id', '=', filter.subscriptionId);
+  if (filter.status) query = query.where('status', '=', filter.status);
+  if (filter.topic?.endsWith('/*')) query = query.where('topic', 'like', `${filter.topic.slice(0, -1).replace(/[\\%_]/g, '\\$&')}%`);
+  else if (filter.topic) query = query.where('topic', '=', filter.topic);
+  return query.orderBy('created_at', 'desc').orderBy('id', 'desc');
+}
+
+/** A page of the shop's deliveries, newest first (those of deleted subscriptions included). */
+export async function listDeliveries(db: Queryable, shopId: string, input: unknown): Promise<WebhookDelivery[]> {
+  const { page, pageSize, ...filter } = parseInput(deliveryListQuerySchema, input ?? {});
+  const rows = await filteredDeliveries(db, shopId, filter)
+    .limit(pageSize)
+    .offset((page - 1) * pageSize)
     .execute();
   return rows.map(toWebhookDelivery);
 }
 
-export async function getDelivery(db: Queryable, shopId: string, id: string): Promise<WebhookDelivery> {
+/** The same list as keyset pages, for GraphQL connections. */
+export async function listDeliveriesPage(db: Queryable, shopId: string, filterInput: unknown, args: PageArgs): Promise<Page<WebhookDelivery>> {
+  const filter = parseInput(deliveryFilterSchema, filterInput ?? {});
+  let query = filteredDeliveries(db, shopId, filter);
+  if (args.after) {
+    const [createdAt = '', id = ''] = decodeCursor(args.after, 2);
+    const at = new Date(createdAt);
+    if (Number.isNaN(at.getTime())) throw new ValidationError('after: not a cursor this API returned', [{ path: 'after', message: 'invalid cursor' }]);
+    query = query.where((eb) => eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', id)])]));
+  }
+  const rows = await query.limit(args.first + 1).execute();
+  const items = rows.slice(0, args.first).map((row) => ({
+    node: toWebhookDelivery(row),
+    cursor: encodeCursor([row.created_at.toISOString(), row.id]),
+  }));
+  return { items, hasNextPage: rows.length > items.length };
+}
+
+function deliveryId(id: string): string {
   if (!isId(id)) throw new ValidationError('id: not a webhook delivery id', [{ path: 'id', message: 'malformed id' }]);
-  const row = await db
-    .selectFrom('webhook_deliveries')
+  return id;
+}
+
+function deliveryNotFound(id: string) {
+  return new NotFoundError('delivery_not_found', `this shop has no webhook delivery ${id}`, ['id']);
+}
+
+export async function getDelivery(db: Queryable, shopId: string, id: string): Promise<WebhookDeliveryDetail> {
+  deliveryId(id);
+  const row = await db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).where('shop_id', '=', shopId).executeTakeFirst();
+  if (!row) throw deliveryNotFound(id);
+  const attempts = await db
+    .selectFrom('webhook_delivery_attempts')
     .selectAll()
-    .where('id', '=', id)
-    .where('shop_id', '=', shopId)
-    .executeTakeFirst();
-  if (!row) throw new NotFoundError('delivery_not_found', `this shop has no webhook delivery ${id}`, ['id']);
-  return toWebhookDelivery(row);
+    .where('delivery_id', '=', id)
+    .orderBy('attempted_at')
+    .orderBy('id')
+    .execute();
+  return { ...toWebhookDelivery(row), attempts: attempts.map(toAttempt), payload: row.payload };
+}
+
+/**
+ * Asks for a manual attempt (202: the worker makes it at once): the same `webhook-id`, a fresh
+ * timestamp, the subscription's current URL and secrets. It does not touch the retry schedule;
+ * a delivery whose subscription was deleted cannot be replayed (`422 subscription_deleted`).
+ */
+export async function requestReplay(db: DB, shopId: string, id: string, now = new Date()): Promise<WebhookDelivery> {
+  deliveryId(id);
+  return inTransaction(db, async (trx) => {
+    const row = await trx
+      .selectFrom('webhook_deliveries')
+      .select(['id', 'subscription_id', 'status'])
+      .where('id', '=', id)
+      .where('shop_id', '=', shopId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!row) throw deliveryNotFound(id);
+    const subscription = await trx.selectFrom('webhook_subscriptions').select('id').where('id', '=', row.subscription_id).executeTakeFirst();
+    if (!subscription) {
+      throw new RuleViolationError('subscription_deleted', 'the subscription of this delivery was deleted; there is nowhere to send it', ['id']);
+    }
+    const updated = await trx
+      .updateTable('webhook_deliveries')
+      // While an attempt is in flight, due_at is its lease: the worker finishing it sees the request.
+      .set({ replay_requested: true, due_at: row.status === 'sending' ? sql`due_at` : now, updated_at: now })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    afterCommit(trx, announceDeliveriesDue);
+    return toWebhookDelivery(updated);
+  });
 }

@@ -8,6 +8,7 @@ import type { SecretBox } from '../webhooks/secret-box.js';
 import { MAX_CALLBACK_URL_LENGTH, type UrlVerdict } from '../webhooks/url-policy.js';
 import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 import { EVENT_TOPICS } from './events.js';
+import { cancelSubscriptionDeliveries } from './webhook-deliveries.js';
 import { isId, newId } from './ids.js';
 import { decodeCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
 import { parseInput } from './validation.js';
@@ -246,14 +247,17 @@ export async function validSigningSecrets(
   return rows.map((row) => deps.secrets.open(row.sealed_secret, subscriptionId));
 }
 
-/** Removes the subscription and its secrets; its delivery records stay. */
+/** Removes the subscription and its secrets and cancels what it still had to send; its delivery records stay. */
 export async function deleteSubscription(db: DB, shopId: string, id: string): Promise<void> {
   subscriptionId(id);
-  const row = await db
-    .deleteFrom('webhook_subscriptions')
-    .where('id', '=', id)
-    .where('shop_id', '=', shopId)
-    .returning('id')
-    .executeTakeFirst();
-  if (!row) throw subscriptionNotFound(id);
+  await inTransaction(db, async (trx) => {
+    const row = await trx
+      .deleteFrom('webhook_subscriptions')
+      .where('id', '=', id)
+      .where('shop_id', '=', shopId)
+      .returning('id')
+      .executeTakeFirst();
+    if (!row) throw subscriptionNotFound(id);
+    await cancelSubscriptionDeliveries(trx, id, new Date());
+  });
 }

@@ -7,6 +7,7 @@ import './redemption.js';
 import './discount-code.js';
 import './referral.js';
 import './webhook.js';
+import './webhook-delivery.js';
 
 export const schema = builder.toSchema();
 

@@ -32,8 +32,14 @@ const OPERATIONS: Entry[] = [
     rest: ['POST /webhooks/subscriptions/:id/rotate-secret'],
     graphql: ['webhookSubscriptionRotateSecret'],
   },
-  { name: 'webhook_deliveries', limit: 60, rest: ['GET /webhooks/deliveries'], graphql: [] },
-  { name: 'webhook_delivery_replay', limit: 10, rest: ['POST /webhooks/deliveries/:id/replay'], graphql: [] },
+  // Reading one delivery counts as a read of the deliveries list.
+  {
+    name: 'webhook_deliveries',
+    limit: 60,
+    rest: ['GET /webhooks/deliveries', 'GET /webhooks/deliveries/:id'],
+    graphql: ['webhookDeliveries', 'webhookDelivery'],
+  },
+  { name: 'webhook_delivery_replay', limit: 10, rest: ['POST /webhooks/deliveries/:id/replay'], graphql: ['webhookDeliveryReplay'] },
   // Configurable limits for points, redemptions and referrals.
   { name: 'points_add', limit: 'default', rest: ['POST /points/add'], graphql: ['pointsAdd'] },
   { name: 'points_subtract', limit: 'default', rest: ['POST /points/substract', 'POST /points/subtract'], graphql: ['pointsSubtract'] },

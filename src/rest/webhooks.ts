@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { getDelivery, listDeliveries } from '../domain/webhook-deliveries.js';
+import { getDelivery, listDeliveries, requestReplay } from '../domain/webhook-deliveries.js';
 import {
   createSubscription,
   deleteSubscription,
@@ -9,7 +9,6 @@ import {
   updateSubscription,
   type WebhookSubscriptionDeps,
 } from '../domain/webhook-subscriptions.js';
-import { HttpError } from '../http/errors.js';
 
 type WithId = { Params: { id: string } };
 
@@ -65,12 +64,16 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookSubscri
   app.get('/webhooks/deliveries', async (request) => ({
     success: true,
     message: 'Webhook deliveries, newest first',
-    deliveries: await listDeliveries(db, request.shop!.id),
+    deliveries: await listDeliveries(db, request.shop!.id, request.query),
   }));
 
-  app.post<WithId>('/webhooks/deliveries/:id/replay', { onRequest: emptyBodyIsNoBody }, async (request) => {
-    await getDelivery(db, request.shop!.id, request.params.id);
-    // Nothing writes deliveries before the delivery worker exists; replay arrives with it.
-    throw new HttpError(501, 'not_implemented', 'replaying a delivery is not available yet');
+  app.get<WithId>('/webhooks/deliveries/:id', async (request) => {
+    const { payload, ...delivery } = await getDelivery(db, request.shop!.id, request.params.id);
+    return { success: true, message: 'Webhook delivery with its attempts and payload', delivery: { ...delivery, payload: payload ? JSON.parse(payload) : null } };
+  });
+
+  app.post<WithId>('/webhooks/deliveries/:id/replay', { onRequest: emptyBodyIsNoBody }, async (request, reply) => {
+    const delivery = await requestReplay(db, request.shop!.id, request.params.id);
+    return reply.code(202).send({ success: true, message: 'Replay accepted: a manual attempt is being made with the same webhook-id', delivery });
   });
 }

@@ -1,0 +1,163 @@
+import { sql } from 'kysely';
+import type { DB } from '../db/database.js';
+import type { WebhookAttemptTrigger, WebhookDeliveryStatus } from '../db/schema.js';
+import { newId } from '../domain/ids.js';
+
+/**
+ * The delivery worker's queue in `webhook_deliveries`: a row is due when `due_at` has passed.
+ * Claiming sets `due_at` to the lease's end, so a worker that dies mid-send gives its rows back
+ * simply by not finishing them; whoever claims them next resends them (same `webhook-id`).
+ * Every finish is guarded by the lease token: a worker whose lease ran out, or whose delivery was
+ * cancelled meanwhile, records its attempt but no longer decides the delivery's state.
+ */
+
+export type ClaimedDelivery = {
+  id: string;
+  shopId: string;
+  subscriptionId: string;
+  eventId: string;
+  topic: string;
+  payload: string;
+  trigger: WebhookAttemptTrigger;
+  scheduledAttempts: number;
+  nextAttemptAt: Date | null;
+  statusBeforeSend: WebhookDeliveryStatus;
+  leaseToken: string;
+};
+
+/** Claims up to `limit` due deliveries (oldest due first), skipping rows other workers hold. */
+export async function claimDueDeliveries(db: DB, options: { limit: number; now: Date; leaseMs: number; token: string }): Promise<ClaimedDelivery[]> {
+  const { limit, now, leaseMs, token } = options;
+  const leaseEnd = new Date(now.getTime() + leaseMs);
+  // In UPDATE … SET every right-hand side sees the row as it was, so `status` below is the old one.
+  const { rows } = await sql<{
+    id: string;
+    shop_id: string;
+    subscription_id: string;
+    event_id: string;
+    topic: string;
+    payload: string;
+    current_trigger: WebhookAttemptTrigger;
+    scheduled_attempts: number;
+    next_attempt_at: Date | null;
+    status_before_send: WebhookDeliveryStatus;
+  }>`
+    update webhook_deliveries d set
+      status = 'sending',
+      status_before_send = case when d.status = 'sending' then d.status_before_send else d.status end,
+      current_trigger = case when d.replay_requested then 'manual' when d.status = 'sending' then d.current_trigger else 'scheduled' end,
+      replay_requested = false,
+      lease_token = ${token},
+      due_at = ${leaseEnd},
+      updated_at = ${now}
+    from (
+      select id from webhook_deliveries
+      where due_at <= ${now}
+      order by due_at
+      limit ${limit}
+      for update skip locked
+    ) due
+    where d.id = due.id
+    returning d.id, d.shop_id, d.subscription_id, d.event_id, d.topic, d.payload, d.current_trigger,
+      d.scheduled_attempts, d.next_attempt_at, d.status_before_send`.execute(db);
+  return rows.map((r) => ({
+    id: r.id,
+    shopId: r.shop_id,
+    subscriptionId: r.subscription_id,
+    eventId: r.event_id,
+    topic: r.topic,
+    payload: r.payload,
+    trigger: r.current_trigger,
+    scheduledAttempts: r.scheduled_attempts,
+    nextAttemptAt: r.next_attempt_at,
+    statusBeforeSend: r.status_before_send,
+    leaseToken: token,
+  }));
+}
+
+export type AttemptRecord = {
+  attemptedAt: Date;
+  url: string;
+  responseStatus: number | null;
+  durationMs: number;
+  error: string | null;
+  responseBody: string | null;
+};
+
+/** Where an attempt leaves its delivery: the status and the next scheduled attempt (null: none). */
+export type DeliveryState = { status: WebhookDeliveryStatus; nextAttemptAt: Date | null; scheduledAttempts: number };
+
+/**
+ * Records an attempt and, while the lease holds, the delivery's new state, in one statement. A
+ * replay asked for while the attempt was in flight makes the delivery due again at once.
+ */
+export async function finishAttempt(db: DB, claimed: ClaimedDelivery, attempt: AttemptRecord, state: DeliveryState, now: Date): Promise<void> {
+  await sql`
+    with attempt as (
+      insert into webhook_delivery_attempts (id, delivery_id, attempted_at, trigger, url, response_status, duration_ms, error, response_body)
+      values (${newId()}, ${claimed.id}, ${attempt.attemptedAt}, ${claimed.trigger}, ${attempt.url}, ${attempt.responseStatus},
+        ${attempt.durationMs}, ${attempt.error}, ${attempt.responseBody})
+    )
+    update webhook_deliveries set
+      status = ${state.status},
+      next_attempt_at = ${state.nextAttemptAt},
+      scheduled_attempts = ${state.scheduledAttempts},
+      due_at = case when replay_requested then ${now}::timestamptz else ${state.nextAttemptAt}::timestamptz end,
+      attempt_count = attempt_count + 1,
+      last_attempt_at = ${attempt.attemptedAt},
+      last_response_status = ${attempt.responseStatus},
+      last_error = ${attempt.error},
+      lease_token = null,
+      status_before_send = null,
+      updated_at = ${now}
+    where id = ${claimed.id} and lease_token = ${claimed.leaseToken}`.execute(db);
+}
+
+/** A delivery whose subscription is gone (deleted while the event was being fanned out): nothing to send. */
+export async function cancelClaimed(db: DB, claimed: ClaimedDelivery, now: Date): Promise<void> {
+  await db
+    .updateTable('webhook_deliveries')
+    .set({ status: 'cancelled', due_at: null, next_attempt_at: null, lease_token: null, status_before_send: null, updated_at: now })
+    .where('id', '=', claimed.id)
+    .where('lease_token', '=', claimed.leaseToken)
+    .execute();
+}
+
+/** Gives unsent claims back (a worker stopping): due again at once, as they were before the claim. */
+export async function handBack(db: DB, claims: readonly ClaimedDelivery[], now: Date): Promise<void> {
+  for (const claimed of claims) {
+    await db
+      .updateTable('webhook_deliveries')
+      .set({
+        status: claimed.statusBeforeSend,
+        replay_requested: sql`replay_requested or ${claimed.trigger === 'manual'}`,
+        due_at: now,
+        lease_token: null,
+        status_before_send: null,
+        updated_at: now,
+      })
+      .where('id', '=', claimed.id)
+      .where('lease_token', '=', claimed.leaseToken)
+      .execute();
+  }
+}
+
+/**
+ * Deletes deliveries created before `before` that have nothing left to do, with their attempts,
+ * `batchSize` at a time so no statement holds many locks for long. Resolves to the number deleted.
+ */
+export async function purgeDeliveries(db: DB, before: Date, batchSize = 500): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const { rows } = await sql<{ id: string }>`
+      delete from webhook_deliveries where id in (
+        select id from webhook_deliveries
+        where created_at < ${before} and due_at is null and status <> 'sending'
+        limit ${batchSize}
+        for update skip locked
+      )
+      returning id`.execute(db);
+    total += rows.length;
+    if (rows.length < batchSize) return total;
+  }
+}

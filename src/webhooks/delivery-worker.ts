@@ -1,0 +1,268 @@
+import { randomUUID } from 'node:crypto';
+import type { DB } from '../db/database.js';
+import { fanOutEvents, onDeliveriesDue } from '../domain/webhook-deliveries.js';
+import { validSigningSecrets } from '../domain/webhook-subscriptions.js';
+import { type OutboxHandler, toEnvelope } from '../events/outbox-relay.js';
+import type { Logger } from '../logger.js';
+import {
+  type AttemptRecord,
+  type ClaimedDelivery,
+  cancelClaimed,
+  claimDueDeliveries,
+  type DeliveryState,
+  finishAttempt,
+  handBack,
+  purgeDeliveries,
+} from './delivery-queue.js';
+import { nextRetryDelay, parseRetryAfter } from './retry-schedule.js';
+import type { SecretBox } from './secret-box.js';
+import { type AttemptOutcome, createSender, type Sender } from './sender.js';
+import { signedHeaders } from './signing.js';
+import type { UrlPolicy } from './url-policy.js';
+
+export type DeliveryWorkerOptions = {
+  db: DB;
+  logger: Logger;
+  urlPolicy: Pick<UrlPolicy, 'checkCallbackUrl' | 'lookup'>;
+  secrets: SecretBox;
+  /** Per attempt, connect to last body byte (DESIGN.md: 15 s). */
+  timeoutMs?: number;
+  /** Attempts in flight at once, per worker. */
+  concurrency?: number;
+  /** How often to look for due deliveries nobody announced (retries, other instances' work). */
+  pollMs?: number;
+  /** Deliveries older than this, with nothing left to do, are purged. */
+  retentionMs?: number;
+  /** On stop, how long attempts in flight may finish before they are cut and handed back. */
+  stopGraceMs?: number;
+  /** The worker's clock (ms since the epoch); tests move it to walk the retry schedule. */
+  clock?: () => number;
+  /** Jitter source, [0, 1). */
+  random?: () => number;
+};
+
+export type DeliveryWorker = {
+  /** Fans committed events out to deliveries (durable, in the relay's transaction) and wakes the worker. */
+  outboxHandler: OutboxHandler;
+  start(): void;
+  /** Stops claiming, lets attempts in flight finish for a moment, hands the rest back. Safe to call twice. */
+  stop(): Promise<void>;
+  /** Sends everything due now, and what becomes due meanwhile, until nothing is due (tests, tools). */
+  drain(): Promise<number>;
+  purge(): Promise<number>;
+};
+
+const USER_AGENT = 'loyalty-service-webhooks/1 (+https://www.standardwebhooks.com)';
+const DAY = 24 * 60 * 60 * 1000;
+const PURGE_EVERY_MS = 60 * 60 * 1000;
+
+/**
+ * Sends webhook deliveries: claims due rows (FOR UPDATE SKIP LOCKED, so any number of workers in
+ * any number of processes share the work), signs each with the subscription's current URL and
+ * secrets, sends it, records the attempt and schedules the next one (DESIGN.md "Webhooks").
+ */
+export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWorker {
+  const { db, logger, secrets } = options;
+  const timeoutMs = options.timeoutMs ?? 15_000;
+  // Longer than any attempt can take (the HTTP timeout), with room for the database writes after it.
+  const leaseMs = 2 * timeoutMs + 2_000;
+  const concurrency = options.concurrency ?? 64;
+  const pollMs = options.pollMs ?? 1_000;
+  const retentionMs = options.retentionMs ?? 30 * DAY;
+  const stopGraceMs = options.stopGraceMs ?? 2_000;
+  const clock = options.clock ?? Date.now;
+  const random = options.random ?? Math.random;
+  const now = () => new Date(clock());
+  const sender: Sender = createSender({ urlPolicy: options.urlPolicy, timeoutMs });
+
+  let running = false;
+  let loop: Promise<void> | undefined;
+  let wake: (() => void) | undefined;
+  let signalled = false; // a wake-up came while the loop was busy
+  let unsubscribe: (() => void) | undefined;
+  let purgeTimer: NodeJS.Timeout | undefined;
+  let stopping: Promise<void> | undefined;
+  const stopAbort = new AbortController();
+  const inFlight = new Set<Promise<void>>();
+
+  function signal() {
+    signalled = true;
+    wake?.();
+  }
+
+  /** The current URL and signing secrets of each subscription, or nothing for a deleted one. */
+  async function loadTargets(claims: readonly ClaimedDelivery[]) {
+    const ids = [...new Set(claims.map((c) => c.subscriptionId))];
+    const rows = await db.selectFrom('webhook_subscriptions').select(['id', 'callback_url']).where('id', 'in', ids).execute();
+    const at = now();
+    const targets = new Map<string, { url: string; secrets: string[] }>();
+    for (const row of rows) {
+      targets.set(row.id, { url: row.callback_url, secrets: await validSigningSecrets({ db, secrets }, row.id, at) });
+    }
+    return targets;
+  }
+
+  function nextState(claimed: ClaimedDelivery, outcome: AttemptOutcome, at: number): DeliveryState {
+    if (claimed.trigger === 'manual') {
+      // A replay is one extra attempt: success settles the delivery, failure leaves it as it was.
+      return outcome.ok
+        ? { status: 'succeeded', nextAttemptAt: null, scheduledAttempts: claimed.scheduledAttempts }
+        : { status: claimed.statusBeforeSend, nextAttemptAt: claimed.nextAttemptAt, scheduledAttempts: claimed.scheduledAttempts };
+    }
+    const scheduledAttempts = claimed.scheduledAttempts + 1;
+    if (outcome.ok) return { status: 'succeeded', nextAttemptAt: null, scheduledAttempts };
+    // 410 Gone: the receiver says this endpoint no longer wants deliveries; retrying cannot help.
+    if (outcome.statusCode === 410) return { status: 'failed', nextAttemptAt: null, scheduledAttempts };
+    const delay = nextRetryDelay(scheduledAttempts, parseRetryAfter(outcome.retryAfter, at), random);
+    return delay === null
+      ? { status: 'failed', nextAttemptAt: null, scheduledAttempts }
+      : { status: 'retrying', nextAttemptAt: new Date(at + delay), scheduledAttempts };
+  }
+
+  async function attempt(claimed: ClaimedDelivery, target: { url: string; secrets: string[] }): Promise<void> {
+    const attemptedAt = now();
+    const body = claimed.payload;
+    const outcome = await sender.send(
+      {
+        url: target.url,
+        body,
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': USER_AGENT,
+          ...signedHeaders(target.secrets, claimed.eventId, attemptedAt, body),
+          'webhook-topic': claimed.topic,
+          'webhook-delivery-id': claimed.id,
+        },
+      },
+      stopAbort.signal,
+    );
+    if (outcome.aborted) {
+      await handBack(db, [claimed], now());
+      return;
+    }
+    const record: AttemptRecord = {
+      attemptedAt,
+      url: target.url,
+      responseStatus: outcome.statusCode,
+      durationMs: outcome.durationMs,
+      error: outcome.error,
+      responseBody: outcome.responseBody,
+    };
+    const finishedAt = clock();
+    await finishAttempt(db, claimed, record, nextState(claimed, outcome, finishedAt), new Date(finishedAt));
+  }
+
+  function track(task: Promise<void>, claimed: ClaimedDelivery) {
+    const tracked = task
+      .catch((err) => logger.error({ err, deliveryId: claimed.id }, 'webhook attempt could not be recorded; it is retried when its lease ends'))
+      .finally(() => {
+        inFlight.delete(tracked);
+        signal();
+      });
+    inFlight.add(tracked);
+  }
+
+  /** Claims what fits in the free slots and starts sending it; resolves to the number claimed. */
+  async function claimAndStart(limit: number): Promise<number> {
+    if (limit <= 0) return 0;
+    const claims = await claimDueDeliveries(db, { limit, now: now(), leaseMs, token: randomUUID() });
+    if (claims.length === 0) return 0;
+    let targets: Awaited<ReturnType<typeof loadTargets>>;
+    try {
+      targets = await loadTargets(claims);
+    } catch (err) {
+      await handBack(db, claims, now()).catch(() => {});
+      throw err;
+    }
+    for (const claimed of claims) {
+      const target = targets.get(claimed.subscriptionId);
+      track(target ? attempt(claimed, target) : cancelClaimed(db, claimed, now()), claimed);
+    }
+    return claims.length;
+  }
+
+  async function run() {
+    while (running) {
+      signalled = false;
+      let claimed = 0;
+      const free = concurrency - inFlight.size;
+      try {
+        claimed = await claimAndStart(free);
+      } catch (err) {
+        if (!running) break;
+        logger.error({ err }, 'claiming webhook deliveries failed; retrying');
+      }
+      if (!running) break;
+      if ((claimed > 0 && claimed === free && inFlight.size < concurrency) || signalled) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, pollMs);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = undefined;
+    }
+  }
+
+  async function purge(): Promise<number> {
+    const purged = await purgeDeliveries(db, new Date(clock() - retentionMs));
+    if (purged) logger.info({ purged }, 'old webhook deliveries purged');
+    return purged;
+  }
+
+  return {
+    outboxHandler: {
+      name: 'webhook-deliveries',
+      inTransaction: async (trx, events) => {
+        await fanOutEvents(
+          trx,
+          events.map((event) => ({ id: event.id, shopId: event.shopId, type: event.type, payload: JSON.stringify(toEnvelope(event)) })),
+          now(),
+        );
+      },
+      // fanOutEvents announces new deliveries after the relay's commit; onDeliveriesDue wakes us.
+    },
+    start() {
+      if (running || stopping) return;
+      running = true;
+      unsubscribe = onDeliveriesDue(signal);
+      const purgeQuietly = () => void purge().catch((err) => logger.warn({ err }, 'webhook delivery purge failed'));
+      purgeQuietly();
+      purgeTimer = setInterval(purgeQuietly, PURGE_EVERY_MS);
+      purgeTimer.unref();
+      loop = run();
+    },
+    stop() {
+      stopping ??= (async () => {
+        running = false;
+        unsubscribe?.();
+        clearInterval(purgeTimer);
+        wake?.();
+        await loop;
+        if (inFlight.size) {
+          let graceTimer: NodeJS.Timeout | undefined;
+          const grace = new Promise<void>((resolve) => {
+            graceTimer = setTimeout(resolve, stopGraceMs);
+          });
+          await Promise.race([Promise.all(inFlight), grace]);
+          clearTimeout(graceTimer);
+          stopAbort.abort(); // whatever is still in flight is handed back, unsent as far as we know
+          await Promise.all(inFlight);
+        }
+        await sender.close();
+      })();
+      return stopping;
+    },
+    async drain() {
+      let total = 0;
+      for (;;) {
+        const claimed = await claimAndStart(concurrency);
+        await Promise.all(inFlight);
+        if (claimed === 0) return total;
+        total += claimed;
+      }
+    },
+    purge,
+  };
+}
