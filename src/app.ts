@@ -3,6 +3,7 @@ import type { Config } from './config.js';
 import { type DatabaseHandle, openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
+import { createEventBus, type EventBus } from './events/bus.js';
 import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
 import { createHttpServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
@@ -14,6 +15,8 @@ import { type Resolver, UrlPolicy } from './webhooks/url-policy.js';
 export type App = {
   database: DatabaseHandle;
   logger: Logger;
+  /** Committed events for live subscribers; stats() shows what is open. */
+  bus: EventBus;
   /** Listens on the configured host and port; resolves to the base URL. */
   start(): Promise<string>;
   /** Runs the outbox relay and the webhook delivery worker without serving HTTP (`npm run worker`). */
@@ -36,12 +39,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const logger = options.logger ?? createLogger(config.logLevel);
   const database = await openDatabase({
     url: config.databaseUrl,
-    dataDir: config.databaseUrl ? undefined : config.dataDir,
+    dataDir: config.dataDir, // used only without a url
     poolSize: config.databasePoolSize,
   });
   let http: Awaited<ReturnType<typeof createHttpServer>>;
   let rateLimiter: RateLimiter | undefined;
   let deliveryWorker: DeliveryWorker;
+  let bus: EventBus | undefined;
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length) logger.info({ migrations: applied }, 'database migrated');
@@ -71,15 +75,22 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       keyPrefix: config.redisKeyPrefix,
       clock: options.clock,
     });
-    http = await createHttpServer({ db: database.db, logger, rateLimiter, webhooks });
+    bus = await createEventBus({
+      logger,
+      redisUrl: config.redisUrl,
+      keyPrefix: config.redisKeyPrefix,
+      subscriptionsPerShop: config.subscriptionsPerShop,
+    });
+    http = await createHttpServer({ db: database.db, logger, rateLimiter, webhooks, bus });
   } catch (err) {
+    await bus?.close();
     await rateLimiter?.close();
     await database.close();
     throw err;
   }
 
   // Consumers of committed events: webhook fan-out and live subscriptions register here.
-  const outboxHandlers: OutboxHandler[] = [deliveryWorker.outboxHandler];
+  const outboxHandlers: OutboxHandler[] = [deliveryWorker.outboxHandler, bus.outboxHandler];
   const relay = createOutboxRelay({ db: database.db, logger, handlers: outboxHandlers });
 
   const purge = setInterval(() => {
@@ -96,6 +107,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   return {
     database,
     logger,
+    bus,
     async start() {
       await http.listen({ port: config.port, host: config.host });
       if (config.worker) startWorker();
@@ -110,6 +122,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         await http.close();
         await relay.stop();
         await deliveryWorker.stop();
+        await bus.close();
         await rateLimiter.close();
         await database.close();
       })();

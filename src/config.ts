@@ -38,6 +38,8 @@ const configSchema = z.object({
         ctx.addIssue({ code: 'custom', message: (err as Error).message });
       }
     }),
+  // Live GraphQL subscriptions (graphql-ws and SSE) one shop may hold open on one instance.
+  SUBSCRIPTIONS_PER_SHOP: z.coerce.number().int().min(1).max(1_000_000).default(100),
   // 64 hex characters (32 bytes) encrypting webhook signing secrets at rest; the same on every
   // instance. Unset: a key file in DATA_DIR, created on first start.
   // Webhook delivery: per-attempt timeout, attempts in flight per worker, and how long delivery
@@ -64,6 +66,7 @@ export type Config = {
   webhookTimeoutMs: number;
   webhookConcurrency: number;
   webhookRetentionDays: number;
+  subscriptionsPerShop: number;
 };
 
 export class ConfigError extends Error {}
@@ -92,5 +95,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
     webhookConcurrency: c.WEBHOOK_CONCURRENCY,
     webhookRetentionDays: c.WEBHOOK_RETENTION_DAYS,
+    subscriptionsPerShop: c.SUBSCRIPTIONS_PER_SHOP,
   };
 }

@@ -16,6 +16,11 @@ export const EVENT_TOPICS = {
 
 export type EventTopic = keyof typeof EVENT_TOPICS;
 
+/** Whether a subscription's topic (a catalog topic or `<group>/*`) covers an event's type. */
+export function topicMatches(pattern: string, topic: string): boolean {
+  return pattern.endsWith('/*') ? topic.startsWith(pattern.slice(0, -1)) : pattern === topic;
+}
+
 const EVENT_ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
 /**

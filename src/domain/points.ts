@@ -188,3 +188,18 @@ export async function listActivities(
     hasNextPage: rows.length > args.first,
   };
 }
+
+/**
+ * The ledger entry an event reports, when the event moved a balance: points/* events carry the
+ * activity itself, redemptions/created names its redeem_points activity. Null for other events.
+ */
+export function balanceChangeOf(event: { type: string; data: unknown }): { customerId: string; activityId: string } | null {
+  const data = event.data as { _id?: unknown; customer?: unknown; activity?: unknown } | null;
+  const activityId = event.type.startsWith('points/') ? data?._id : event.type === 'redemptions/created' ? data?.activity : undefined;
+  return typeof activityId === 'string' && typeof data?.customer === 'string' ? { customerId: data.customer, activityId } : null;
+}
+
+export async function findActivity(db: Queryable, shopId: string, activityId: string): Promise<Activity | undefined> {
+  const row = await db.selectFrom('activities').selectAll().where('shop_id', '=', shopId).where('id', '=', activityId).executeTakeFirst();
+  return row ? toActivity(row) : undefined;
+}

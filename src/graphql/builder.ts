@@ -4,6 +4,7 @@ import ValidationPlugin from '@pothos/plugin-validation';
 import { GraphQLError } from 'graphql';
 import type { DB } from '../db/database.js';
 import type { Shop } from '../domain/shops.js';
+import type { EventBus } from '../events/bus.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import { validationErrorFrom } from '../domain/validation.js';
 
@@ -11,11 +12,13 @@ export type GraphQLContext = {
   db: DB;
   shop: Shop;
   webhooks: WebhookSubscriptionDeps;
+  /** Committed events, for subscriptions. */
+  bus: EventBus;
 };
 
 export const builder = new SchemaBuilder<{
   Context: GraphQLContext;
-  Scalars: { DateTime: { Input: Date; Output: Date } };
+  Scalars: { DateTime: { Input: Date; Output: Date }; JSON: { Input: unknown; Output: unknown } };
   DefaultFieldNullability: false;
   DefaultInputFieldRequiredness: true;
 }>({
@@ -42,6 +45,7 @@ export const builder = new SchemaBuilder<{
 
 builder.queryType({});
 builder.mutationType({});
+builder.subscriptionType({});
 
 builder.scalarType('DateTime', {
   description: 'An ISO 8601 UTC timestamp with milliseconds, e.g. 2026-11-22T10:22:00.000Z',
@@ -51,4 +55,10 @@ builder.scalarType('DateTime', {
     if (!date || Number.isNaN(date.getTime())) throw new GraphQLError('DateTime must be an ISO 8601 string');
     return date;
   },
+});
+
+builder.scalarType('JSON', {
+  description: 'Any JSON value, as is (the data of an event: the resource after the change).',
+  serialize: (value) => value,
+  parseValue: (value) => value,
 });

@@ -8,6 +8,7 @@ import './discount-code.js';
 import './referral.js';
 import './webhook.js';
 import './webhook-delivery.js';
+import './events.js';
 
 export const schema = builder.toSchema();
 

@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { GraphQLError } from 'graphql';
 import { createYoga, maskError } from 'graphql-yoga';
 import type { DB } from '../db/database.js';
+import type { EventBus } from '../events/bus.js';
 import { DomainError, ValidationError } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
@@ -10,7 +11,8 @@ import type { GraphQLContext } from './builder.js';
 import { useRateLimits } from './rate-limit.js';
 import { schema } from './schema.js';
 
-export type ServerContext = { req: FastifyRequest; reply: FastifyReply };
+/** Over HTTP Fastify's request and reply; over graphql-ws only the shop the connection authenticated. */
+export type ServerContext = { req: Pick<FastifyRequest, 'shop'>; reply?: FastifyReply };
 
 const EXAMPLE_OPERATIONS = `# Add your API key under Headers: {"Authorization": "Bearer lk_..."}
 query Customer {
@@ -36,7 +38,7 @@ export function unauthenticatedError(): GraphQLError {
 }
 
 /** Yoga over the Pothos schema; Fastify authenticates, Yoga turns the shop into the context. */
-export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimiter: RateLimiter; webhooks: WebhookSubscriptionDeps }) {
+export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimiter: RateLimiter; webhooks: WebhookSubscriptionDeps; bus: EventBus }) {
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -51,7 +53,7 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
     landingPage: false,
     context: ({ req }) => {
       if (!req.shop) throw unauthenticatedError();
-      return { db, shop: req.shop, webhooks: services.webhooks };
+      return { db, shop: req.shop, webhooks: services.webhooks, bus: services.bus };
     },
     maskedErrors: {
       // Domain errors are meant for clients and carry the REST error code; the rest stays masked.

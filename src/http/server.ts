@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DB } from '../db/database.js';
 import { isDatabaseReachable } from '../db/database.js';
+import type { EventBus } from '../events/bus.js';
 import { createGraphQLServer } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
@@ -9,7 +10,9 @@ import type { RateLimiter } from '../rate-limit/limiter.js';
 import { REST_PREFIX, restApi } from '../rest/index.js';
 import { resolveShop } from './auth.js';
 import { HttpError, toErrorResponse } from './errors.js';
+import { registerDashboard } from './dashboard.js';
 import { idempotencyHooks } from './idempotency.js';
+import { attachGraphQLWebSocket } from './websocket.js';
 
 export const BODY_LIMIT = 1024 * 1024;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
@@ -25,8 +28,9 @@ export async function createHttpServer(deps: {
   logger: Logger;
   rateLimiter: RateLimiter;
   webhooks: WebhookSubscriptionDeps;
+  bus: EventBus;
 }): Promise<FastifyInstance> {
-  const { db, logger, rateLimiter, webhooks } = deps;
+  const { db, logger, rateLimiter, webhooks, bus } = deps;
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -79,7 +83,15 @@ export async function createHttpServer(deps: {
 
   await app.register(restApi, { prefix: REST_PREFIX, db, rateLimiter, webhooks });
 
-  const yoga = createGraphQLServer(db, logger, { rateLimiter, webhooks });
+  const yoga = createGraphQLServer(db, logger, { rateLimiter, webhooks, bus });
+  const closeWebSockets = attachGraphQLWebSocket(app.server, yoga, db);
+  // Live subscriptions end before the drain: sockets close with 1001 (clients resubscribe
+  // elsewhere), then the bus ends SSE streams, which would otherwise hold the close forever.
+  app.addHook('preClose', async () => {
+    await closeWebSockets();
+    await bus.close();
+  });
+  registerDashboard(app);
   const idempotency = idempotencyHooks(db);
   app.route({
     url: '/graphql',

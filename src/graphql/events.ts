@@ -1,0 +1,70 @@
+import { filter, map, pipe } from 'graphql-yoga';
+import { z } from 'zod';
+import { getCustomer } from '../domain/customers.js';
+import { topicMatches } from '../domain/events.js';
+import { balanceChangeOf, findActivity, type Activity as ActivityShape } from '../domain/points.js';
+import { parseInput } from '../domain/validation.js';
+import { isSubscribableTopic } from '../domain/webhook-subscriptions.js';
+import type { EventEnvelope } from '../events/outbox-relay.js';
+import { Activity } from './activity.js';
+import { builder } from './builder.js';
+
+/** The webhook delivery body, as a GraphQL object. */
+const Event = builder.objectRef<EventEnvelope>('Event').implement({
+  description: 'A committed change: the same envelope a webhook delivery carries.',
+  fields: (t) => ({
+    id: t.exposeID('id', { description: 'evt_…; the webhook-id of the matching webhook deliveries.' }),
+    type: t.exposeString('type', { description: 'The topic, e.g. points/added.' }),
+    timestamp: t.field({ type: 'DateTime', resolve: (e) => new Date(e.timestamp) }),
+    shopId: t.exposeID('shopId'),
+    data: t.field({ type: 'JSON', description: 'The resource after the change (the activity, the redemption, …).', resolve: (e) => e.data }),
+  }),
+});
+
+/** Built from the ledger entry behind the change. */
+const CustomerPointsChange = builder.objectRef<ActivityShape>('CustomerPointsChange').implement({
+  description: 'A change of one customer\'s balance.',
+  fields: (t) => ({
+    customer: t.exposeID('customer', { description: 'The customer `_id`.' }),
+    points: t.exposeInt('newPoints', { description: 'The new balance.' }),
+    activity: t.field({ type: Activity, description: 'The ledger entry that changed it.', resolve: (activity) => activity }),
+  }),
+});
+
+const topicsSchema = z
+  .array(z.string().refine(isSubscribableTopic, 'unknown topic: use one from webhookTopics, or <group>/*'))
+  .min(1, 'name at least one topic')
+  .max(50);
+
+builder.subscriptionFields((t) => ({
+  events: t.field({
+    type: Event,
+    description: 'The shop\'s events on these topics (catalog topics or `group/*`), as they commit.',
+    args: { topics: t.arg.stringList({ required: true }) },
+    subscribe: (_root, args, ctx) => {
+      const topics = parseInput(topicsSchema, args.topics);
+      return pipe(
+        ctx.bus.subscribe(ctx.shop.id),
+        filter((event: EventEnvelope) => topics.some((topic) => topicMatches(topic, event.type))),
+      );
+    },
+    resolve: (event) => event,
+  }),
+  customerPointsChanged: t.field({
+    type: CustomerPointsChange,
+    description: 'Every change of this customer\'s balance (points calls, redemptions, referral rewards, imports).',
+    args: { identifier: t.arg.string({ required: true, description: 'Shop customer id or e-mail.' }) },
+    subscribe: async (_root, args, ctx) => {
+      const customer = await getCustomer(ctx.db, ctx.shop.id, args.identifier.trim());
+      return pipe(
+        ctx.bus.subscribe(ctx.shop.id),
+        map((event: EventEnvelope) => balanceChangeOf(event)),
+        filter((change) => change?.customerId === customer.id),
+        // Read back from the ledger: the bus carries plain JSON, the Activity type wants Dates.
+        map((change) => findActivity(ctx.db, ctx.shop.id, change!.activityId)),
+        filter((activity): activity is ActivityShape => activity !== undefined),
+      );
+    },
+    resolve: (change) => change,
+  }),
+}));

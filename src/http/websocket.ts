@@ -1,0 +1,96 @@
+import type { Server } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type ExecutionArgs, GraphQLError } from 'graphql';
+import { useServer } from 'graphql-ws/use/ws';
+import type { YogaServerInstance } from 'graphql-yoga';
+import { WebSocketServer } from 'ws';
+import type { DB } from '../db/database.js';
+import type { Shop } from '../domain/shops.js';
+import type { GraphQLContext } from '../graphql/builder.js';
+import type { ServerContext } from '../graphql/yoga.js';
+import { shopFromAuthorization } from './auth.js';
+
+/** How often idle sockets are pinged; a peer that misses a pong is dropped. */
+const KEEP_ALIVE_MS = 12_000;
+/** How long clients get to answer the close frame on shutdown before their sockets are cut. */
+const CLOSE_GRACE_MS = 1_000;
+
+type Enveloped = ReturnType<YogaServerInstance<ServerContext, GraphQLContext>['getEnveloped']>;
+type RootValue = { execute: Enveloped['execute']; subscribe: Enveloped['subscribe'] };
+
+/**
+ * graphql-ws (the graphql-transport-ws protocol) on the HTTP server's port, path /graphql.
+ * The API key comes in `connectionParams.Authorization` ("Bearer …"); a bad one closes the socket
+ * with 4403. Every operation then runs through Yoga's envelop, so context, rate limits, error
+ * masking and validation are the same as over HTTP. Returns the shutdown: closes every socket.
+ */
+export function attachGraphQLWebSocket(
+  server: Server,
+  yoga: YogaServerInstance<ServerContext, GraphQLContext>,
+  db: DB,
+): () => Promise<void> {
+  const wss = new WebSocketServer({ noServer: true });
+  let closing = false;
+
+  server.on('upgrade', (request, socket, head) => {
+    const path = new URL(request.url ?? '/', 'http://localhost').pathname.replace(/\/$/, '');
+    if (closing || path !== yoga.graphqlEndpoint) {
+      socket.end(closing ? 'HTTP/1.1 503 Service Unavailable\r\n\r\n' : 'HTTP/1.1 404 Not Found\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
+  });
+
+  const disposable = useServer<Record<string, unknown>, { shop: Shop }>(
+    {
+      // Returning false closes the socket with 4403 Forbidden.
+      onConnect: async (ctx) => {
+        const params = ctx.connectionParams ?? {};
+        const shop = await shopFromAuthorization(db, params.Authorization ?? params.authorization);
+        if (!shop) return false;
+        ctx.extra.shop = shop;
+        return true;
+      },
+      onSubscribe: async (ctx, _id, payload) => {
+        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+          req: { shop: ctx.extra.shop ?? null },
+          params: payload,
+        } as Parameters<typeof yoga.getEnveloped>[0]);
+        let document;
+        try {
+          document = parse(payload.query);
+        } catch (err) {
+          if (err instanceof GraphQLError) return [err];
+          throw err;
+        }
+        const errors = validate(schema, document);
+        if (errors.length) return errors;
+        const rootValue: RootValue = { execute, subscribe };
+        const args: ExecutionArgs = {
+          schema,
+          document,
+          operationName: payload.operationName,
+          variableValues: payload.variables,
+          contextValue: await contextFactory(),
+          rootValue,
+        };
+        return args;
+      },
+      // The enveloped execute/subscribe of this operation, carried in from onSubscribe.
+      execute: (args) => (args.rootValue as RootValue).execute(args),
+      subscribe: (args) => (args.rootValue as RootValue).subscribe(args),
+    },
+    wss,
+    KEEP_ALIVE_MS,
+  );
+
+  return async () => {
+    closing = true;
+    // Completes every operation and sends 1001 Going Away; resolves once every socket is gone,
+    // so whoever does not answer the close frame in time is cut.
+    const disposed = disposable.dispose();
+    for (let waited = 0; wss.clients.size > 0 && waited < CLOSE_GRACE_MS; waited += 20) await sleep(20);
+    for (const socket of wss.clients) socket.terminate();
+    await disposed;
+  };
+}

@@ -1,0 +1,262 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from './helpers.js';
+import { collect, sse, until, wsClient } from './live-helpers.js';
+
+let t: TestApp;
+let a: { shopId: string; apiKey: string };
+let b: { shopId: string; apiKey: string };
+
+beforeAll(async () => {
+  t = await startTestApp();
+  a = await t.shop('Shop A');
+  b = await t.shop('Shop B');
+  await t.customer(a.shopId, 'a-1', 100);
+  await t.customer(a.shopId, 'a-2', 100);
+  await t.customer(b.shopId, 'b-1', 100);
+});
+afterAll(() => t?.stop());
+
+const EVENTS = `subscription($topics: [String!]!) { events(topics: $topics) { id type timestamp shopId data } }`;
+const POINTS_CHANGED = `subscription($identifier: String!) {
+  customerPointsChanged(identifier: $identifier) { customer points activity { _id type oldPoints newPoints createdAt } }
+}`;
+
+const addPoints = async (shop: { apiKey: string }, customerIdentifier: string, amount: number) => {
+  const res = await t.post('/rest-api/v1/points/add', { customerIdentifier, amount }, shop.apiKey);
+  expect(res.status).toBe(200);
+  return (await res.json()).activity;
+};
+const listeners = () => t.app.bus.stats().listeners;
+
+describe('events over graphql-ws', () => {
+  it('delivers the shop\'s events on its topics only, with wildcards, in the webhook envelope', async () => {
+    const client = wsClient(t.url, a.apiKey);
+    try {
+      const points = collect(client, EVENTS, { topics: ['points/*'] });
+      const customers = collect(client, EVENTS, { topics: ['customers/created'] });
+      await until(() => listeners() === 2, 10_000, 'two listeners');
+
+      const activity = await addPoints(a, 'a-1', 7);
+      await addPoints(b, 'b-1', 9); // another shop: nobody here hears it
+      await t.post('/rest-api/v1/points/substract', { customerIdentifier: 'a-1', amount: 2 }, a.apiKey);
+      const created = await t.graphql(a.apiKey, `mutation { customerUpsert(input: { shopifyCustomerId: "a-9", email: "a-9@example.com" }) { customer { _id } } }`);
+
+      await until(() => points.results.length >= 2 && customers.results.length >= 1, 10_000, 'events');
+      await new Promise((r) => setTimeout(r, 300)); // nothing more arrives
+      const pointsEvents = points.results.map((r) => r.data.events);
+      expect(pointsEvents.map((e) => e.type)).toEqual(['points/added', 'points/subtracted']);
+      expect(pointsEvents[0]).toEqual({
+        id: expect.stringMatching(/^evt_/),
+        type: 'points/added',
+        timestamp: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+        shopId: a.shopId,
+        data: { ...activity, oldPoints: 100, newPoints: 107 },
+      });
+      expect(pointsEvents.every((e) => e.shopId === a.shopId)).toBe(true);
+      expect(customers.results.map((r) => r.data.events)).toEqual([
+        expect.objectContaining({ type: 'customers/created', data: expect.objectContaining({ _id: created.data.customerUpsert.customer._id }) }),
+      ]);
+      points.stop();
+      customers.stop();
+      await until(() => listeners() === 0, 5_000, 'listeners released');
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it('refuses an unknown topic with a GraphQL error before the stream starts', async () => {
+    const client = wsClient(t.url, a.apiKey);
+    try {
+      for (const topics of [['points/nope'], ['nope/*'], []]) {
+        const sub = collect(client, EVENTS, { topics });
+        await until(() => sub.completed, 5_000, 'refusal');
+        expect(sub.results).toEqual([
+          { errors: [expect.objectContaining({ extensions: expect.objectContaining({ code: 'validation_error' }) })] },
+        ]);
+      }
+      expect(t.app.bus.stats()).toEqual({ subscriptions: 0, listeners: 0 });
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it('closes a connection with a bad or missing key with 4403, before any operation', async () => {
+    for (const key of ['lk_not_a_real_key', '']) {
+      const closed = new Promise<number>((resolve) => {
+        const client = wsClient(t.url, key, { onClose: resolve });
+        collect(client, EVENTS, { topics: ['points/*'] });
+      });
+      expect(await closed).toBe(4403);
+    }
+    expect(t.app.bus.stats()).toEqual({ subscriptions: 0, listeners: 0 });
+  });
+
+  it('streams one customer\'s balance changes, redemptions included', async () => {
+    const client = wsClient(t.url, a.apiKey);
+    try {
+      const mine = collect(client, POINTS_CHANGED, { identifier: 'a-2@example.com' });
+      await until(() => listeners() === 1, 10_000, 'listener');
+      await addPoints(a, 'a-1', 1); // another customer
+      const added = await addPoints(a, 'a-2', 25);
+      await t.post('/rest-api/v1/points/update', { customerIdentifier: 'a-2', amount: 60 }, a.apiKey);
+      const option = await t.graphql(a.apiKey, `mutation { pointsRedemptionCreate(input: { name: "$5 off", type: amount, discountPrefix: "FIVE-", rewardValue: 50, discountValue: 5 }) { pointsRedemption { _id } } }`);
+      const redeemed = await t.post('/rest-api/v1/pointsRedemptions', { customerIdentifier: 'a-2', pointsAmount: 50, rewardId: option.data.pointsRedemptionCreate.pointsRedemption._id }, a.apiKey);
+      expect(redeemed.status).toBe(200);
+      await until(() => mine.results.length >= 3, 10_000, 'three changes');
+      expect(mine.results.map((r) => r.data.customerPointsChanged)).toEqual([
+        { customer: added.customer, points: 125, activity: { _id: added._id, type: 'add_points', oldPoints: 100, newPoints: 125, createdAt: added.createdAt } },
+        expect.objectContaining({ points: 60, activity: expect.objectContaining({ type: 'update_points', oldPoints: 125 }) }),
+        expect.objectContaining({ points: 10, activity: expect.objectContaining({ type: 'redeem_points', oldPoints: 60 }) }),
+      ]);
+      mine.stop();
+
+      const unknown = collect(client, POINTS_CHANGED, { identifier: 'ghost' });
+      await until(() => unknown.completed, 5_000, 'refusal');
+      expect(unknown.results[0]!.errors![0]!.extensions!.code).toBe('customer_not_found');
+    } finally {
+      await client.dispose();
+    }
+  });
+});
+
+describe('events over SSE', () => {
+  it('streams the shop\'s events on its topics only', async () => {
+    const stream = await sse(t.url, a.apiKey, EVENTS, { topics: ['points/added'] });
+    const other = await sse(t.url, b.apiKey, EVENTS, { topics: ['customers/*'] });
+    try {
+      expect(stream.status).toBe(200);
+      expect(stream.contentType).toContain('text/event-stream');
+      await until(() => listeners() === 2, 10_000, 'two SSE listeners');
+      const activity = await addPoints(a, 'a-1', 3);
+      await t.post('/rest-api/v1/points/substract', { customerIdentifier: 'a-1', amount: 1 }, a.apiKey); // not points/added
+      await addPoints(b, 'b-1', 4); // shop B, and B listens to customers/* only
+      await until(() => stream.events.length >= 1, 10_000, 'an SSE event');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(stream.events).toEqual([
+        { event: 'next', data: { data: { events: expect.objectContaining({ type: 'points/added', shopId: a.shopId, data: activity }) } } },
+      ]);
+      expect(other.events).toEqual([]);
+    } finally {
+      stream.close();
+      other.close();
+    }
+    await until(() => listeners() === 0, 5_000, 'SSE listeners released on disconnect');
+  });
+
+  it('answers a bad key with 401 and an unknown topic with an error, not a stream', async () => {
+    const unauthorized = await sse(t.url, 'lk_wrong', EVENTS, { topics: ['points/*'] });
+    expect(unauthorized.status).toBe(401);
+    const unknown = await sse(t.url, a.apiKey, EVENTS, { topics: ['points/whatever'] });
+    await unknown.ended;
+    expect(unknown.events.flatMap((e) => e.data?.errors ?? []).map((e: any) => e.extensions.code)).toEqual(['validation_error']);
+    expect(t.app.bus.stats().subscriptions).toBe(0);
+  });
+});
+
+describe('limits and disposal', () => {
+  it('refuses the subscription past SUBSCRIPTIONS_PER_SHOP with a clear error, per shop', async () => {
+    const small = await startTestApp({ SUBSCRIPTIONS_PER_SHOP: '3' });
+    try {
+      const s1 = await small.shop('Limited');
+      const s2 = await small.shop('Other');
+      const client = wsClient(small.url, s1.apiKey);
+      const open = [0, 1, 2].map(() => collect(client, EVENTS, { topics: ['points/*'] }));
+      await until(() => small.app.bus.stats().listeners === 3, 10_000, 'three open');
+
+      const refusedWs = collect(client, EVENTS, { topics: ['points/*'] });
+      await until(() => refusedWs.completed, 5_000, 'refusal over graphql-ws');
+      expect(refusedWs.results[0]!.errors![0]).toMatchObject({
+        message: expect.stringContaining('3 live subscriptions'),
+        extensions: { code: 'subscription_limit_reached' },
+      });
+      const refusedSse = await sse(small.url, s1.apiKey, EVENTS, { topics: ['points/*'] });
+      await refusedSse.ended;
+      expect(refusedSse.events.flatMap((e) => e.data?.errors ?? []).map((e: any) => e.extensions.code)).toEqual(['subscription_limit_reached']);
+
+      // Another shop has its own allowance; a closed subscription frees its slot.
+      const otherShop = await sse(small.url, s2.apiKey, EVENTS, { topics: ['points/*'] });
+      await until(() => small.app.bus.stats().listeners === 4, 10_000, 'other shop open');
+      otherShop.close();
+      open[0]!.stop();
+      await until(() => small.app.bus.stats().subscriptions === 2, 5_000, 'slot freed');
+      const again = collect(client, EVENTS, { topics: ['points/*'] });
+      await until(() => small.app.bus.stats().listeners === 3, 10_000, 'reopened');
+      expect(again.results).toEqual([]);
+      await client.dispose();
+      await until(() => small.app.bus.stats().subscriptions === 0, 5_000, 'all released on socket close');
+    } finally {
+      await small.stop();
+    }
+  });
+
+  it('opens and closes 1,000 subscriptions without leaking listeners or memory', async () => {
+    const gc = collectGarbage();
+    const shops = await Promise.all(Array.from({ length: 10 }, (_, i) => t.shop(`Leak ${i}`)));
+    await t.customer(shops[0]!.shopId, 'leak-1');
+    // 10 shops x 100 subscriptions (the default per-shop limit), 100 multiplexed on each socket.
+    const round = async () => {
+      const clients = shops.map((s) => wsClient(t.url, s.apiKey));
+      const subs = clients.flatMap((client) => Array.from({ length: 100 }, () => collect(client, EVENTS, { topics: ['points/*'] })));
+      await until(() => t.app.bus.stats().listeners === 1_000, 30_000, '1,000 listeners');
+      expect(t.app.bus.stats()).toEqual({ subscriptions: 1_000, listeners: 1_000 });
+      await addPoints(shops[0]!, 'leak-1', 1);
+      await until(() => subs.slice(0, 100).every((s) => s.results.length === 1), 10_000, 'all of shop 0 hear the event');
+      expect(subs.slice(100).every((s) => s.results.length === 0)).toBe(true);
+      // Half end their subscription, half go with their socket.
+      for (const s of subs.slice(0, 500)) s.stop();
+      await Promise.all(clients.slice(5).map((c) => c.dispose()));
+      await until(() => t.app.bus.stats().subscriptions === 0, 10_000, 'all released');
+      expect(t.app.bus.stats()).toEqual({ subscriptions: 0, listeners: 0 });
+      await Promise.all(clients.slice(0, 5).map((c) => c.dispose()));
+    };
+    await round(); // warm-up: code paths compiled, pools filled
+    const before = await heapAfterGc(gc);
+    for (let i = 0; i < 3; i++) await round();
+    const after = await heapAfterGc(gc);
+    const growthMb = (after - before) / 1024 / 1024;
+    console.log(`heap after 1 round ${(before / 1048576).toFixed(1)} MB, after 3 more ${(after / 1048576).toFixed(1)} MB`);
+    expect(growthMb).toBeLessThan(8);
+  });
+
+  it('releases SSE subscriptions when clients disconnect', async () => {
+    const shops = await Promise.all([t.shop('SSE 1'), t.shop('SSE 2')]);
+    const streams = await Promise.all(shops.flatMap((s) => Array.from({ length: 100 }, () => sse(t.url, s.apiKey, EVENTS, { topics: ['customers/*'] }))));
+    await until(() => t.app.bus.stats().listeners === 200, 20_000, '200 SSE listeners');
+    for (const s of streams) s.close();
+    await until(() => t.app.bus.stats().subscriptions === 0, 10_000, 'SSE released');
+    expect(t.app.bus.stats()).toEqual({ subscriptions: 0, listeners: 0 });
+  });
+
+  it('on stop, closes sockets with 1001 and ends SSE streams instead of waiting for them', async () => {
+    const other = await startTestApp();
+    const s = await other.shop();
+    const closed = new Promise<number>((resolve) => {
+      const client = wsClient(other.url, s.apiKey, { onClose: resolve });
+      collect(client, EVENTS, { topics: ['points/*'] });
+    });
+    const stream = await sse(other.url, s.apiKey, EVENTS, { topics: ['points/*'] });
+    await until(() => other.app.bus.stats().listeners === 2, 10_000, 'both open');
+    const started = Date.now();
+    await other.stop();
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(await closed).toBe(1001);
+    await stream.ended;
+    expect(other.app.bus.stats()).toEqual({ subscriptions: 0, listeners: 0 });
+  });
+});
+
+/** V8's gc(), reachable without starting the worker with --expose-gc. */
+function collectGarbage(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+async function heapAfterGc(gc: () => void): Promise<number> {
+  for (let i = 0; i < 3; i++) {
+    gc();
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return process.memoryUsage().heapUsed;
+}
