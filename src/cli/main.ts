@@ -28,7 +28,7 @@ async function withDatabase<T>(fn: (db: DB, appliedMigrations: string[]) => Prom
   const config = loadConfig();
   const database = await openDatabase({
     url: config.databaseUrl,
-    dataDir: config.databaseUrl ? undefined : config.dataDir,
+    dataDir: config.dataDir, // used only without a url
     poolSize: 2,
   });
   try {
