@@ -1,15 +1,21 @@
+import { randomBytes } from 'node:crypto';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from './helpers.js';
+import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { collect, sse, until, wsClient } from './live-helpers.js';
 
 let t: TestApp;
 let a: { shopId: string; apiKey: string };
 let b: { shopId: string; apiKey: string };
 
+const REDIS_URL = process.env.TEST_REDIS_URL;
+/** With TEST_REDIS_URL every test here runs over the Redis bus, on keys of its own. */
+const busEnv = (): Record<string, string> => (REDIS_URL ? { REDIS_URL, REDIS_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}:` } : {});
+
 beforeAll(async () => {
-  t = await startTestApp();
+  t = await startTestApp(busEnv());
   a = await t.shop('Shop A');
   b = await t.shop('Shop B');
   await t.customer(a.shopId, 'a-1', 100);
@@ -157,7 +163,7 @@ describe('events over SSE', () => {
 
 describe('limits and disposal', () => {
   it('refuses the subscription past SUBSCRIPTIONS_PER_SHOP with a clear error, per shop', async () => {
-    const small = await startTestApp({ SUBSCRIPTIONS_PER_SHOP: '3' });
+    const small = await startTestApp({ ...busEnv(), SUBSCRIPTIONS_PER_SHOP: '3' });
     try {
       const s1 = await small.shop('Limited');
       const s2 = await small.shop('Other');
@@ -230,7 +236,7 @@ describe('limits and disposal', () => {
   });
 
   it('on stop, closes sockets with 1001 and ends SSE streams instead of waiting for them', async () => {
-    const other = await startTestApp();
+    const other = await startTestApp(busEnv());
     const s = await other.shop();
     const closed = new Promise<number>((resolve) => {
       const client = wsClient(other.url, s.apiKey, { onClose: resolve });
@@ -260,3 +266,51 @@ async function heapAfterGc(gc: () => void): Promise<number> {
   }
   return process.memoryUsage().heapUsed;
 }
+
+describe.skipIf(!onPostgres || !REDIS_URL)('two instances on PostgreSQL + Redis', () => {
+  it('a subscriber on one instance hears a change made through the other', async () => {
+    const database = await isolatedPostgresUrl();
+    const prefix = `test:${randomBytes(4).toString('hex')}:`;
+    const env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: prefix };
+    const relaying = await startTestApp(env);
+    // No relay here: whatever its subscribers hear came through Redis from the other instance.
+    const quiet = await startTestApp({ ...env, WORKER: 'off' });
+    const redis = new Redis(REDIS_URL!);
+    try {
+      const shop = await relaying.shop('Scaled');
+      const other = await relaying.shop('Elsewhere');
+      await relaying.customer(shop.shopId, 's-1');
+      await relaying.customer(other.shopId, 'o-1');
+      const channel = `${prefix}events:${shop.shopId}`;
+
+      const client = wsClient(quiet.url, shop.apiKey);
+      const onQuiet = collect(client, EVENTS, { topics: ['points/*'] });
+      const otherClient = wsClient(quiet.url, other.apiKey);
+      const onQuietOther = collect(otherClient, EVENTS, { topics: ['points/*'] });
+      const onRelaying = await sse(relaying.url, shop.apiKey, EVENTS, { topics: ['points/added'] });
+      await until(async () => ((await redis.pubsub('NUMSUB', channel)) as [string, number])[1] === 2, 10_000, 'both instances on the channel');
+
+      const viaQuiet = await quiet.post('/rest-api/v1/points/add', { customerIdentifier: 's-1', amount: 11 }, shop.apiKey);
+      expect(viaQuiet.status).toBe(200);
+      const viaRelaying = await relaying.post('/rest-api/v1/points/add', { customerIdentifier: 's-1', amount: 22 }, shop.apiKey);
+      expect(viaRelaying.status).toBe(200);
+      await quiet.post('/rest-api/v1/points/add', { customerIdentifier: 'o-1', amount: 5 }, other.apiKey);
+
+      await until(() => onQuiet.results.length === 2 && onRelaying.events.length === 2 && onQuietOther.results.length === 1, 10_000, 'events on both');
+      expect(onQuiet.results.map((r) => r.data.events.data.newPoints)).toEqual([11, 33]);
+      expect(onRelaying.events.map((e) => e.data.data.events.data.newPoints)).toEqual([11, 33]);
+      expect(onQuietOther.results[0]!.data.events).toMatchObject({ shopId: other.shopId, data: { newPoints: 5 } });
+      expect(onQuiet.results[0]!.data.events).toEqual(onRelaying.events[0]!.data.data.events); // one envelope, both ways
+
+      onQuiet.stop();
+      onRelaying.close();
+      await until(async () => ((await redis.pubsub('NUMSUB', channel)) as [string, number])[1] === 0, 10_000, 'channel released');
+      await Promise.all([client.dispose(), otherClient.dispose()]);
+    } finally {
+      redis.disconnect();
+      await quiet.stop();
+      await relaying.stop();
+      await database.drop();
+    }
+  });
+});
