@@ -129,3 +129,11 @@ describe('schema.graphql', () => {
     expect(checkedIn).toBe(printSchemaSDL());
   });
 });
+
+describe('cursors', () => {
+  it('refuses a tampered activities cursor with validation_error, never a 500', async () => {
+    const tampered = Buffer.from(JSON.stringify(['abc'])).toString('base64url');
+    const res = await t.graphql(shop.apiKey, `{ customer(identifier: "p-1") { activities(first: 1, after: "${tampered}") { edges { cursor } } } }`);
+    expect(res.errors[0].extensions.code).toBe('validation_error');
+  });
+});

@@ -60,9 +60,13 @@ export async function getCustomer(db: Queryable, shopId: string, identifier: str
   return row;
 }
 
-/** Same lookup, taking the row lock that serialises every balance change of this customer. */
+/**
+ * Same lookup, taking the row lock that serialises every balance change of this customer.
+ * FOR NO KEY UPDATE, not FOR UPDATE: it still excludes other balance changes but not the key-share
+ * locks that inserting a row referencing this customer takes, so those cannot deadlock with it.
+ */
 export async function lockCustomer(db: Queryable, shopId: string, identifier: string): Promise<CustomerRow> {
-  const row = await selectByIdentifier(db, shopId, identifier).forUpdate().executeTakeFirst();
+  const row = await selectByIdentifier(db, shopId, identifier).forNoKeyUpdate().executeTakeFirst();
   if (!row) throw customerNotFound(identifier);
   return row;
 }

@@ -6,7 +6,7 @@ import { type Customer, customerIdentifierSchema, lockCustomer, toCustomer } fro
 import { RuleViolationError } from './errors.js';
 import { type EventTopic, recordEvent } from './events.js';
 import { newId } from './ids.js';
-import { decodeCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
+import { decodeSeqCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
 import { parseInput } from './validation.js';
 
 export const ACTIVITY_TYPES = ['add_points', 'subtract_points', 'update_points', 'redeem_points', 'referral_reward'] as const;
@@ -176,8 +176,7 @@ export async function listActivities(
     .where('shop_id', '=', shopId)
     .where('customer_id', '=', customerId);
   if (args.after) {
-    const [seq = ''] = decodeCursor(args.after, 1);
-    query = query.where('seq', '<', Number(seq));
+    query = query.where('seq', '<', decodeSeqCursor(args.after));
   }
   const rows = await query
     .orderBy('seq', 'desc')
