@@ -87,30 +87,59 @@ export type AttemptRecord = {
 /** Where an attempt leaves its delivery: the status and the next scheduled attempt (null: none). */
 export type DeliveryState = { status: WebhookDeliveryStatus; nextAttemptAt: Date | null; scheduledAttempts: number };
 
+export type FinishedAttempt = { claimed: ClaimedDelivery; attempt: AttemptRecord; state: DeliveryState; now: Date };
+
+// PostgreSQL text cannot hold NUL; a receiver's body or an error message might.
+const storable = (text: string | null) => (text === null ? null : text.replaceAll('\u0000', '\uFFFD'));
+
 /**
- * Records an attempt and, while the lease holds, the delivery's new state, in one statement. A
- * replay asked for while the attempt was in flight makes the delivery due again at once.
+ * Records attempts and, for each whose lease still holds, the delivery's new state: one statement
+ * for the whole batch (the worker groups the attempts that finish together). A replay asked for
+ * while an attempt was in flight makes its delivery due again at once.
  */
-export async function finishAttempt(db: DB, claimed: ClaimedDelivery, attempt: AttemptRecord, state: DeliveryState, now: Date): Promise<void> {
+export async function finishAttempts(db: DB, finished: readonly FinishedAttempt[]): Promise<void> {
+  if (finished.length === 0) return;
+  const rows = finished.map(({ claimed, attempt, state, now }) => ({
+    id: claimed.id,
+    token: claimed.leaseToken,
+    attempt_id: newId(),
+    attempted_at: attempt.attemptedAt.toISOString(),
+    trigger: claimed.trigger,
+    url: attempt.url,
+    response_status: attempt.responseStatus,
+    duration_ms: attempt.durationMs,
+    error: storable(attempt.error),
+    response_body: storable(attempt.responseBody),
+    status: state.status,
+    next_attempt_at: state.nextAttemptAt?.toISOString() ?? null,
+    scheduled_attempts: state.scheduledAttempts,
+    now: now.toISOString(),
+  }));
   await sql`
-    with attempt as (
+    with input as (
+      select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as x(
+        id text, token text, attempt_id text, attempted_at timestamptz, trigger text, url text,
+        response_status integer, duration_ms integer, error text, response_body text,
+        status text, next_attempt_at timestamptz, scheduled_attempts integer, now timestamptz)
+    ),
+    attempts as (
       insert into webhook_delivery_attempts (id, delivery_id, attempted_at, trigger, url, response_status, duration_ms, error, response_body)
-      values (${newId()}, ${claimed.id}, ${attempt.attemptedAt}, ${claimed.trigger}, ${attempt.url}, ${attempt.responseStatus},
-        ${attempt.durationMs}, ${attempt.error}, ${attempt.responseBody})
+      select attempt_id, id, attempted_at, trigger, url, response_status, duration_ms, error, response_body from input
     )
-    update webhook_deliveries set
-      status = ${state.status},
-      next_attempt_at = ${state.nextAttemptAt},
-      scheduled_attempts = ${state.scheduledAttempts},
-      due_at = case when replay_requested then ${now}::timestamptz else ${state.nextAttemptAt}::timestamptz end,
-      attempt_count = attempt_count + 1,
-      last_attempt_at = ${attempt.attemptedAt},
-      last_response_status = ${attempt.responseStatus},
-      last_error = ${attempt.error},
+    update webhook_deliveries d set
+      status = x.status,
+      next_attempt_at = x.next_attempt_at,
+      scheduled_attempts = x.scheduled_attempts,
+      due_at = case when d.replay_requested then x.now else x.next_attempt_at end,
+      attempt_count = d.attempt_count + 1,
+      last_attempt_at = x.attempted_at,
+      last_response_status = x.response_status,
+      last_error = x.error,
       lease_token = null,
       status_before_send = null,
-      updated_at = ${now}
-    where id = ${claimed.id} and lease_token = ${claimed.leaseToken}`.execute(db);
+      updated_at = x.now
+    from input x
+    where d.id = x.id and d.lease_token = x.token`.execute(db);
 }
 
 /** A delivery whose subscription is gone (deleted while the event was being fanned out): nothing to send. */

@@ -10,7 +10,8 @@ import {
   cancelClaimed,
   claimDueDeliveries,
   type DeliveryState,
-  finishAttempt,
+  type FinishedAttempt,
+  finishAttempts,
   handBack,
   purgeDeliveries,
 } from './delivery-queue.js';
@@ -74,6 +75,10 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   const random = options.random ?? Math.random;
   const now = () => new Date(clock());
   const sender: Sender = createSender({ urlPolicy: options.urlPolicy, timeoutMs });
+  // Attempts that finish together are recorded in one statement: a round trip per batch, not per delivery.
+  const recordFinished = batched<FinishedAttempt>((items) => finishAttempts(db, items));
+  // Claim in batches: only once half the slots are free (or none are busy), not one row per finished attempt.
+  const claimThreshold = Math.max(1, Math.floor(concurrency / 2));
 
   let running = false;
   let loop: Promise<void> | undefined;
@@ -149,7 +154,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       responseBody: outcome.responseBody,
     };
     const finishedAt = clock();
-    await finishAttempt(db, claimed, record, nextState(claimed, outcome, finishedAt), new Date(finishedAt));
+    await recordFinished({ claimed, attempt: record, state: nextState(claimed, outcome, finishedAt), now: new Date(finishedAt) });
   }
 
   function track(task: Promise<void>, claimed: ClaimedDelivery) {
@@ -187,13 +192,14 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       let claimed = 0;
       const free = concurrency - inFlight.size;
       try {
-        claimed = await claimAndStart(free);
+        if (free >= claimThreshold) claimed = await claimAndStart(free);
       } catch (err) {
         if (!running) break;
         logger.error({ err }, 'claiming webhook deliveries failed; retrying');
       }
       if (!running) break;
-      if ((claimed > 0 && claimed === free && inFlight.size < concurrency) || signalled) continue;
+      // A full batch means more may be due: claim again as soon as there is room.
+      if ((claimed > 0 && claimed === free && concurrency - inFlight.size >= claimThreshold) || (signalled && concurrency - inFlight.size >= claimThreshold)) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, pollMs);
         wake = () => {
@@ -265,4 +271,33 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     },
     purge,
   };
+}
+
+/**
+ * Group commit: `add` queues an item and resolves once the batch holding it is flushed. A batch is
+ * whatever queued while the previous flush ran, so a lone item goes out at once and a busy worker
+ * writes many per round trip.
+ */
+function batched<T>(flush: (items: T[]) => Promise<void>): (item: T) => Promise<void> {
+  let queue: Array<{ item: T; resolve: () => void; reject: (err: unknown) => void }> = [];
+  let flushing = false;
+  async function drain() {
+    flushing = true;
+    while (queue.length) {
+      const batch = queue;
+      queue = [];
+      try {
+        await flush(batch.map((q) => q.item));
+        for (const q of batch) q.resolve();
+      } catch (err) {
+        for (const q of batch) q.reject(err);
+      }
+    }
+    flushing = false;
+  }
+  return (item) =>
+    new Promise<void>((resolve, reject) => {
+      queue.push({ item, resolve, reject });
+      if (!flushing) void drain();
+    });
 }
