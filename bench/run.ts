@@ -2,6 +2,7 @@
 // Runs the named scenarios (all when none is named) against a server on PostgreSQL
 // (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test).
 import { parseArgs } from 'node:util';
+import { runCleanups } from './lib/cleanup.js';
 import { describeMachine } from './lib/machine.js';
 import { benchDatabaseUrl } from './lib/postgres.js';
 import type { BenchOptions, Scenario } from './lib/scenario.js';
@@ -53,6 +54,13 @@ async function main(): Promise<number> {
   }
   if (!ok) process.stderr.write('a correctness check failed\n');
   return ok ? 0 : 1;
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    process.stderr.write(`\n${signal}: stopping the server and dropping the schema\n`);
+    runCleanups().finally(() => process.exit(130));
+  });
 }
 
 main().then(

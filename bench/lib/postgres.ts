@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { onInterrupt } from './cleanup.js';
 
 export const DEFAULT_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -30,11 +31,16 @@ async function adminQuery(base: string, text: string): Promise<void> {
 export async function createIsolatedSchema(base: string): Promise<IsolatedSchema> {
   const schema = `bench_${randomBytes(6).toString('hex')}`;
   await adminQuery(base, `create schema ${schema}`);
+  const unregister = onInterrupt(() => adminQuery(base, `drop schema if exists ${schema} cascade`));
   const url = new URL(base);
   // %20, not URLSearchParams' `+`: libpq (pgbench) does not read `+` as a space.
   url.searchParams.delete('options');
   url.search += `${url.search ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
-  return { schema, url: url.toString(), drop: () => adminQuery(base, `drop schema if exists ${schema} cascade`) };
+  const drop = async () => {
+    unregister();
+    await adminQuery(base, `drop schema if exists ${schema} cascade`);
+  };
+  return { schema, url: url.toString(), drop };
 }
 
 /** A plain client on `url` for seeding and checks; the caller ends it. */

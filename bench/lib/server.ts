@@ -4,10 +4,17 @@ import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { onInterrupt } from './cleanup.js';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-export type ServerProcess = { url: string; pid: number; stop(): Promise<void> };
+export type ServerProcess = {
+  url: string;
+  pid: number;
+  /** What the server logged (it runs at LOG_LEVEL=warn, so anything here deserves a look); the last lines. */
+  logged(): string[];
+  stop(): Promise<void>;
+};
 
 export type ServerOptions = {
   databaseUrl: string;
@@ -47,16 +54,17 @@ export async function startServer(options: ServerOptions): Promise<ServerProcess
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  // Keep the tail of its output to explain a failed start; warnings during the run are echoed.
+  // Keep the tail of its output: it explains a failed start, and warnings during a run are reported.
   let tail = '';
   const keep = (chunk: Buffer) => {
     tail = (tail + chunk.toString()).slice(-4000);
   };
+  const logged = () => tail.split('\n').filter(Boolean).slice(-5);
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
 
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`the server exited with code ${child.exitCode}:\n${tail}`);
     try {
@@ -66,11 +74,16 @@ export async function startServer(options: ServerOptions): Promise<ServerProcess
     }
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`the server did not answer /healthz within 30 s:\n${tail}`);
+      throw new Error(`the server did not answer /healthz within 60 s:\n${tail}`);
     }
     await sleep(100);
   }
-  return { url, pid: child.pid!, stop: () => stopChild(child, () => tail) };
+  const unregister = onInterrupt(() => stopChild(child, () => tail));
+  const stop = async () => {
+    unregister();
+    await stopChild(child, () => tail);
+  };
+  return { url, pid: child.pid!, logged, stop };
 }
 
 async function stopChild(child: ChildProcess, tail: () => string): Promise<void> {

@@ -187,8 +187,10 @@ async function run(options: BenchOptions): Promise<boolean> {
       process.stdout.write('  pgbench is not installed: no database baseline in this run\n');
     }
     await admin.end();
+    const logged = server.logged();
     await server.stop();
     server = undefined;
+    if (logged.length) process.stdout.write(`  the server logged (last lines):\n${logged.map((l) => `    ${l.slice(0, 300)}`).join('\n')}\n`);
 
     const checks = await checkLedger(schema.url, shopId, successes);
     for (const error of phaseErrors) checks.push({ name: 'phase ran', ok: false, detail: error.slice(0, 200) });
