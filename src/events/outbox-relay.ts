@@ -3,6 +3,7 @@ import type { DB } from '../db/database.js';
 import { inTransaction, type Trx } from '../db/transaction.js';
 import { type EventTopic, onOutboxCommit } from '../domain/events.js';
 import type { Logger } from '../logger.js';
+import { wakeableSleep } from './wakeable-sleep.js';
 
 /** An event as it left the outbox. */
 export type OutboxEvent = {
@@ -52,7 +53,7 @@ export function createOutboxRelay(options: {
   let running = false;
   let loop: Promise<void> | undefined;
   let pending = false; // a commit happened since the last batch started
-  let wake: (() => void) | undefined;
+  const idle = wakeableSleep();
   let unsubscribe: (() => void) | undefined;
 
   async function relayBatch(): Promise<number> {
@@ -108,14 +109,7 @@ export function createOutboxRelay(options: {
         continue;
       }
       if (relayed === batchSize || pending) continue;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, pollMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      wake = undefined;
+      await idle.sleep(pollMs);
     }
   }
 
@@ -126,14 +120,14 @@ export function createOutboxRelay(options: {
       running = true;
       unsubscribe = onOutboxCommit(() => {
         pending = true;
-        wake?.();
+        idle.wake();
       });
       loop = run();
     },
     async stop() {
       running = false;
       unsubscribe?.();
-      wake?.();
+      idle.wake();
       await loop;
     },
   };

@@ -3,6 +3,7 @@ import type { DB } from '../db/database.js';
 import { fanOutEvents, onDeliveriesDue } from '../domain/webhook-deliveries.js';
 import { validSigningSecrets } from '../domain/webhook-subscriptions.js';
 import { type OutboxHandler, toEnvelope } from '../events/outbox-relay.js';
+import { wakeableSleep } from '../events/wakeable-sleep.js';
 import type { Logger } from '../logger.js';
 import {
   type AttemptRecord,
@@ -82,7 +83,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
 
   let running = false;
   let loop: Promise<void> | undefined;
-  let wake: (() => void) | undefined;
+  const idle = wakeableSleep();
   let signalled = false; // a wake-up came while the loop was busy
   let unsubscribe: (() => void) | undefined;
   let purgeTimer: NodeJS.Timeout | undefined;
@@ -92,7 +93,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
 
   function signal() {
     signalled = true;
-    wake?.();
+    idle.wake();
   }
 
   /** The current URL and signing secrets of each subscription, or nothing for a deleted one. */
@@ -198,16 +199,11 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
         logger.error({ err }, 'claiming webhook deliveries failed; retrying');
       }
       if (!running) break;
-      // A full batch means more may be due: claim again as soon as there is room.
-      if ((claimed > 0 && claimed === free && concurrency - inFlight.size >= claimThreshold) || (signalled && concurrency - inFlight.size >= claimThreshold)) continue;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, pollMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      wake = undefined;
+      // Claim again at once if there is room and either a full batch says more may be due or a
+      // wake-up came meanwhile (new deliveries, finished attempts).
+      const room = concurrency - inFlight.size >= claimThreshold;
+      if (room && ((claimed > 0 && claimed === free) || signalled)) continue;
+      await idle.sleep(pollMs);
     }
   }
 
@@ -244,7 +240,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
         running = false;
         unsubscribe?.();
         clearInterval(purgeTimer);
-        wake?.();
+        idle.wake();
         await loop;
         if (inFlight.size) {
           let graceTimer: NodeJS.Timeout | undefined;
