@@ -8,10 +8,11 @@ import { benchDatabaseUrl } from './lib/postgres.js';
 import type { BenchOptions, Scenario } from './lib/scenario.js';
 import { points } from './scenarios/points.js';
 import { redemptions } from './scenarios/redemptions.js';
+import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions];
 
 function positiveInt(name: string, value: string): number {
   const n = Number(value);

@@ -1,33 +1,85 @@
 import { createRedisEventTarget } from '@graphql-yoga/redis-event-target';
-import { createPubSub, type PubSubEventTarget, SlidingBuffer } from 'graphql-yoga';
+import type { PubSubEventTarget } from 'graphql-yoga';
 import { Redis } from 'ioredis';
 import { RuleViolationError } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
 import { type EventEnvelope, type OutboxHandler, toEnvelope } from './outbox-relay.js';
 
 /**
- * Committed events, fanned out to the live (GraphQL) subscribers of every instance: in memory
- * when there is one instance, through Redis pub/sub (one channel per shop) when REDIS_URL is set.
+ * Committed events, fanned out to the live (GraphQL) subscribers of every instance: an in-memory
+ * EventTarget when there is one instance, Redis pub/sub (one channel per shop, Yoga's Redis
+ * event target) when REDIS_URL is set. Payloads are the plain-JSON webhook envelope both ways.
  */
 export type EventBus = {
   /** Registered with the outbox relay: publishes each batch once it has committed. */
   outboxHandler: OutboxHandler;
   publish(events: EventEnvelope[]): Promise<void>;
   /**
-   * The shop's events from now on, until the iterator is returned or the bus closes. Refused
-   * with `subscription_limit_reached` when the shop already has its limit of live subscriptions
-   * on this instance.
+   * The shop's events that `accept` takes, from now on, until the iterator is returned or the bus
+   * closes. Refused with `subscription_limit_reached` when the shop already has its limit of live
+   * subscriptions on this instance.
    */
-  subscribe(shopId: string): AsyncIterableIterator<EventEnvelope>;
+  subscribe(shopId: string, accept?: (event: EventEnvelope) => boolean): AsyncIterableIterator<EventEnvelope>;
   /** Live subscriptions and the listeners they hold on the event target (both 0 when idle). */
   stats(): { subscriptions: number; listeners: number };
   /** Ends every live subscription and disconnects from Redis. */
   close(): Promise<void>;
 };
 
-type Channels = Record<string, [shopId: string, event: EventEnvelope]>;
-/** Events a slow subscriber may fall behind by before the oldest are dropped (never an overflow error). */
+type Channels = Record<string, [event: EventEnvelope]>;
+/** Events a slow subscriber may fall behind by; past that its oldest are dropped. */
 const SUBSCRIBER_BUFFER = 1_000;
+
+const DONE: IteratorReturnResult<undefined> = { value: undefined, done: true };
+
+/**
+ * One subscription's queue. Plain arrays and one pending promise instead of a Repeater: with
+ * 1,000 subscribers a Repeater's promises per push were most of the fan-out time and garbage
+ * (npm run bench -- subscriptions).
+ */
+function subscriptionQueue(onEnd: () => void) {
+  const queue: EventEnvelope[] = [];
+  let waiting: ((result: IteratorResult<EventEnvelope>) => void) | undefined;
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    queue.length = 0;
+    onEnd();
+    waiting?.(DONE);
+    waiting = undefined;
+  };
+  const iterator: AsyncIterableIterator<EventEnvelope> = {
+    next() {
+      if (queue.length) return Promise.resolve({ value: queue.shift()!, done: false });
+      if (ended) return Promise.resolve(DONE);
+      return new Promise((resolve) => (waiting = resolve));
+    },
+    return() {
+      end();
+      return Promise.resolve(DONE);
+    },
+    throw(err?: unknown) {
+      end();
+      return Promise.reject(err);
+    },
+    [Symbol.asyncIterator]: () => iterator,
+  };
+  return {
+    iterator,
+    end,
+    deliver(event: EventEnvelope) {
+      if (ended) return;
+      if (waiting) {
+        const resolve = waiting;
+        waiting = undefined;
+        resolve({ value: event, done: false });
+      } else if (queue.push(event) > SUBSCRIBER_BUFFER) {
+        queue.shift();
+      }
+    },
+  };
+}
 
 export async function createEventBus(options: {
   logger: Logger;
@@ -36,8 +88,7 @@ export async function createEventBus(options: {
   subscriptionsPerShop: number;
 }): Promise<EventBus> {
   const { logger, subscriptionsPerShop } = options;
-  // Channel `<prefix>events:<shopId>` (createPubSub joins routing key and id with ':').
-  const routingKey = `${options.keyPrefix}events`;
+  const channelOf = (shopId: string) => `${options.keyPrefix}events:${shopId}`;
   const redis = options.redisUrl
     ? {
         publisher: new Redis(options.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 }),
@@ -50,49 +101,31 @@ export async function createEventBus(options: {
     }
     await Promise.all([redis.publisher.connect(), redis.subscriber.connect()]);
   }
-
-  let listeners = 0;
   const target: PubSubEventTarget<Channels> = redis
     ? createRedisEventTarget({ publishClient: redis.publisher, subscribeClient: redis.subscriber })
     : new EventTarget();
-  // Counts what subscriptions hold on the target, so a leak shows up in stats().
-  const countedTarget: PubSubEventTarget<Channels> = {
-    addEventListener(type, listener) {
-      listeners++;
-      target.addEventListener(type, listener);
-    },
-    removeEventListener(type, listener) {
-      listeners--;
-      target.removeEventListener(type, listener);
-    },
-    dispatchEvent: (event) => target.dispatchEvent(event),
-  };
-  const pubsub = createPubSub<Channels>({
-    eventTarget: countedTarget,
-    // Without a buffer, one stalled client would make a push throw inside the event dispatch.
-    repeaterBuffer: new SlidingBuffer(SUBSCRIBER_BUFFER),
-  });
 
+  let listeners = 0;
   const perShop = new Map<string, number>();
-  const live = new Set<AsyncIterableIterator<EventEnvelope>>();
+  const live = new Set<{ end(): void }>();
   let closed = false;
 
   async function publish(events: EventEnvelope[]): Promise<void> {
     if (closed || events.length === 0) return;
     if (!redis) {
-      for (const event of events) pubsub.publish(routingKey, event.shopId, event);
+      for (const event of events) target.dispatchEvent(new CustomEvent(channelOf(event.shopId), { detail: event }));
       return;
     }
     // Published here rather than through the event target so a Redis failure reaches the
     // relay's log instead of becoming an unhandled rejection.
     const pipeline = redis.publisher.pipeline();
-    for (const event of events) pipeline.publish(`${routingKey}:${event.shopId}`, JSON.stringify(event));
+    for (const event of events) pipeline.publish(channelOf(event.shopId), JSON.stringify(event));
     const results = (await pipeline.exec()) ?? [];
     const failed = results.find(([err]) => err);
     if (failed) throw failed[0];
   }
 
-  function subscribe(shopId: string): AsyncIterableIterator<EventEnvelope> {
+  function subscribe(shopId: string, accept: (event: EventEnvelope) => boolean = () => true): AsyncIterableIterator<EventEnvelope> {
     if (closed) throw new RuleViolationError('server_shutting_down', 'the server is shutting down; reconnect to another instance');
     const count = perShop.get(shopId) ?? 0;
     if (count >= subscriptionsPerShop) {
@@ -102,38 +135,23 @@ export async function createEventBus(options: {
       );
     }
     perShop.set(shopId, count + 1);
-    // Lazy: the listener is added on the first next(), removed on return().
-    const source = pubsub.subscribe(routingKey, shopId);
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      live.delete(iterator);
+    const channel = channelOf(shopId);
+    const listener = (event: CustomEvent<EventEnvelope>) => {
+      if (accept(event.detail)) subscription.deliver(event.detail);
+    };
+    // However the subscription ends (returned, its socket closed, the bus closed), this runs once.
+    const subscription = subscriptionQueue(() => {
+      target.removeEventListener(channel, listener);
+      listeners--;
+      live.delete(subscription);
       const left = (perShop.get(shopId) ?? 1) - 1;
       if (left > 0) perShop.set(shopId, left);
       else perShop.delete(shopId);
-    };
-    // The slot is released however the subscription ends, even if it was never iterated.
-    const iterator: AsyncIterableIterator<EventEnvelope> = {
-      async next() {
-        const result = await source.next();
-        if (result.done) release();
-        return result;
-      },
-      async return(value?: unknown) {
-        release();
-        return source.return(value);
-      },
-      async throw(err?: unknown) {
-        release();
-        return source.throw(err);
-      },
-      [Symbol.asyncIterator]() {
-        return iterator;
-      },
-    };
-    live.add(iterator);
-    return iterator;
+    });
+    target.addEventListener(channel, listener);
+    listeners++;
+    live.add(subscription);
+    return subscription.iterator;
   }
 
   return {
@@ -144,7 +162,7 @@ export async function createEventBus(options: {
     async close() {
       if (closed) return;
       closed = true;
-      await Promise.all([...live].map((iterator) => iterator.return!()));
+      for (const subscription of [...live]) subscription.end();
       if (redis) await Promise.all([redis.publisher.quit(), redis.subscriber.quit()]).catch(() => undefined);
     },
   };

@@ -43,10 +43,7 @@ builder.subscriptionFields((t) => ({
     args: { topics: t.arg.stringList({ required: true }) },
     subscribe: (_root, args, ctx) => {
       const topics = parseInput(topicsSchema, args.topics);
-      return pipe(
-        ctx.bus.subscribe(ctx.shop.id),
-        filter((event: EventEnvelope) => topics.some((topic) => topicMatches(topic, event.type))),
-      );
+      return ctx.bus.subscribe(ctx.shop.id, (event) => topics.some((topic) => topicMatches(topic, event.type)));
     },
     resolve: (event) => event,
   }),
@@ -57,11 +54,9 @@ builder.subscriptionFields((t) => ({
     subscribe: async (_root, args, ctx) => {
       const customer = await getCustomer(ctx.db, ctx.shop.id, args.identifier.trim());
       return pipe(
-        ctx.bus.subscribe(ctx.shop.id),
-        map((event: EventEnvelope) => balanceChangeOf(event)),
-        filter((change) => change?.customerId === customer.id),
+        ctx.bus.subscribe(ctx.shop.id, (event) => balanceChangeOf(event)?.customerId === customer.id),
         // Read back from the ledger: the bus carries plain JSON, the Activity type wants Dates.
-        map((change) => findActivity(ctx.db, ctx.shop.id, change!.activityId)),
+        map((event: EventEnvelope) => findActivity(ctx.db, ctx.shop.id, balanceChangeOf(event)!.activityId)),
         filter((activity): activity is ActivityShape => activity !== undefined),
       );
     },
