@@ -75,7 +75,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       keyPrefix: config.redisKeyPrefix,
       clock: options.clock,
     });
-    bus = await createEventBus({
+    bus = createEventBus({
       logger,
       redisUrl: config.redisUrl,
       keyPrefix: config.redisKeyPrefix,

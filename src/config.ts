@@ -38,7 +38,8 @@ const configSchema = z.object({
         ctx.addIssue({ code: 'custom', message: (err as Error).message });
       }
     }),
-  // Live GraphQL subscriptions (graphql-ws and SSE) one shop may hold open on one instance.
+  // Live GraphQL subscriptions (graphql-ws and SSE) one shop may hold open: across all instances
+  // when REDIS_URL is set, else on each.
   SUBSCRIPTIONS_PER_SHOP: z.coerce.number().int().min(1).max(1_000_000).default(100),
   // 64 hex characters (32 bytes) encrypting webhook signing secrets at rest; the same on every
   // instance. Unset: a key file in DATA_DIR, created on first start.

@@ -1,4 +1,8 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { type App, type AppOptions, buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
@@ -119,4 +123,31 @@ export async function startTestApp(env: Record<string, string> = {}, options: Ap
       return res.json();
     },
   };
+}
+
+/** A loopback port nobody listens on (right now). */
+export async function freePort(): Promise<number> {
+  const probe = net.createServer().listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address() as net.AddressInfo;
+  probe.close();
+  await once(probe, 'close');
+  return port;
+}
+
+/** A throwaway redis-server of the test's own: the machine's Redis is never stopped. */
+export async function startRedis(port: number): Promise<ChildProcess> {
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const socket = net.connect(port, '127.0.0.1');
+    const up = await new Promise<boolean>((resolve) => {
+      socket.once('connect', () => resolve(true));
+      socket.once('error', () => resolve(false));
+    });
+    socket.destroy();
+    if (up) return child;
+    if (Date.now() > deadline) throw new Error('redis-server did not start');
+    await sleep(50);
+  }
 }

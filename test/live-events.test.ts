@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { freePort, isolatedPostgresUrl, onPostgres, startRedis, startTestApp, type TestApp } from './helpers.js';
 import { collect, sse, until, wsClient } from './live-helpers.js';
 
 let t: TestApp;
@@ -313,4 +314,79 @@ describe.skipIf(!onPostgres || !REDIS_URL)('two instances on PostgreSQL + Redis'
       await database.drop();
     }
   });
+
+  it('counts a shop\'s subscriptions across instances against SUBSCRIPTIONS_PER_SHOP', async () => {
+    const database = await isolatedPostgresUrl();
+    const prefix = `test:${randomBytes(4).toString('hex')}:`;
+    const env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: prefix, SUBSCRIPTIONS_PER_SHOP: '2' };
+    const one = await startTestApp(env);
+    const two = await startTestApp(env);
+    const redis = new Redis(REDIS_URL!);
+    try {
+      const shop = await one.shop('Limited everywhere');
+      const onOne = wsClient(one.url, shop.apiKey);
+      const onTwo = wsClient(two.url, shop.apiKey);
+      const first = collect(onOne, EVENTS, { topics: ['points/*'] });
+      const second = await sse(two.url, shop.apiKey, EVENTS, { topics: ['points/*'] });
+      await until(() => one.app.bus.stats().subscriptions === 1 && two.app.bus.stats().subscriptions === 1, 10_000, 'one on each');
+      const third = collect(onTwo, EVENTS, { topics: ['points/*'] });
+      await until(() => third.completed, 5_000, 'refusal on the second instance');
+      expect(third.results[0]!.errors![0]!.extensions!.code).toBe('subscription_limit_reached');
+
+      first.stop(); // frees a slot on instance one, usable from instance two
+      await until(() => one.app.bus.stats().subscriptions === 0, 5_000, 'released');
+      const fourth = collect(onTwo, EVENTS, { topics: ['points/*'] });
+      await until(() => two.app.bus.stats().subscriptions === 2, 10_000, 'reopened on two');
+      expect(fourth.results).toEqual([]);
+      second.close();
+      await Promise.all([onOne.dispose(), onTwo.dispose()]);
+      await until(async () => (await redis.zcard(`${prefix}live-subscriptions:${shop.shopId}`)) === 0, 5_000, 'Redis slots released');
+    } finally {
+      redis.disconnect();
+      await two.stop();
+      await one.stop();
+      await database.drop();
+    }
+  });
 });
+
+describe.skipIf(!REDIS_URL)('the Redis bus', () => {
+  it('keeps serving through a Redis outage: subscriptions still open, events resume when Redis is back', async () => {
+    const port = await freePort();
+    let redisServer = await startRedis(port);
+    const app = await startTestApp({ REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_KEY_PREFIX: 'outage:' });
+    try {
+      const shop = await app.shop('Outage');
+      await app.customer(shop.shopId, 'x-1');
+      const shopClient = wsClient(app.url, shop.apiKey);
+      const before = collect(shopClient, EVENTS, { topics: ['points/*'] });
+      await until(() => app.app.bus.stats().subscriptions === 1, 10_000, 'subscribed');
+      await addPointsOn(app, shop, 'x-1', 1);
+      await until(() => before.results.length === 1, 10_000, 'an event through Redis');
+
+      redisServer.kill('SIGKILL');
+      await once(redisServer, 'exit');
+      await addPointsOn(app, shop, 'x-1', 1); // committed and acknowledged; its live event is lost
+      const during = collect(shopClient, EVENTS, { topics: ['points/*'] });
+      await until(() => app.app.bus.stats().subscriptions === 2, 10_000, 'a subscription accepted without Redis');
+
+      redisServer = await startRedis(port);
+      // Once the bus has re-subscribed, events flow to both again.
+      await until(async () => {
+        await addPointsOn(app, shop, 'x-1', 1);
+        await new Promise((r) => setTimeout(r, 200));
+        return during.results.length > 0;
+      }, 20_000, 'events after Redis came back');
+      expect(before.results.length).toBeGreaterThan(1);
+      await shopClient.dispose();
+    } finally {
+      await app.stop();
+      redisServer.kill('SIGKILL');
+    }
+  });
+});
+
+async function addPointsOn(app: TestApp, shop: { apiKey: string }, customerIdentifier: string, amount: number) {
+  const res = await app.post('/rest-api/v1/points/add', { customerIdentifier, amount }, shop.apiKey);
+  expect(res.status).toBe(200);
+}

@@ -1,7 +1,5 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +10,7 @@ import { RedisStore } from '../src/rate-limit/redis-store.js';
 import type { RateLimitStore } from '../src/rate-limit/store.js';
 import { printSchemaSDL } from '../src/graphql/schema.js';
 import { createLogger } from '../src/logger.js';
-import { startTestApp, type TestApp } from './helpers.js';
+import { freePort, startRedis, startTestApp, type TestApp } from './helpers.js';
 
 const REDIS_URL = process.env.TEST_REDIS_URL;
 /** Keys of this run only, so parallel runs sharing the machine's Redis never meet. */
@@ -313,29 +311,3 @@ describe.skipIf(!REDIS_URL)('on a shared Redis', () => {
     }
   });
 });
-
-async function freePort(): Promise<number> {
-  const probe = net.createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as net.AddressInfo;
-  probe.close();
-  await once(probe, 'close');
-  return port;
-}
-
-/** A throwaway redis-server of this test's own: the machine's Redis is never stopped. */
-async function startRedis(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const socket = net.connect(port, '127.0.0.1');
-    const up = await new Promise<boolean>((resolve) => {
-      socket.once('connect', () => resolve(true));
-      socket.once('error', () => resolve(false));
-    });
-    socket.destroy();
-    if (up) return child;
-    if (Date.now() > deadline) throw new Error('redis-server did not start');
-    await sleep(50);
-  }
-}

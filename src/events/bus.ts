@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { RuleViolationError } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
 import { type EventEnvelope, type OutboxHandler, toEnvelope } from './outbox-relay.js';
+import { createSubscriptionSlots } from './subscription-slots.js';
 
 /**
  * Committed events, fanned out to the live (GraphQL) subscribers of every instance: an in-memory
@@ -17,9 +18,9 @@ export type EventBus = {
   /**
    * The shop's events that `accept` takes, from now on, until the iterator is returned or the bus
    * closes. Refused with `subscription_limit_reached` when the shop already has its limit of live
-   * subscriptions on this instance.
+   * subscriptions (across instances when on Redis).
    */
-  subscribe(shopId: string, accept?: (event: EventEnvelope) => boolean): AsyncIterableIterator<EventEnvelope>;
+  subscribe(shopId: string, accept?: (event: EventEnvelope) => boolean): Promise<AsyncIterableIterator<EventEnvelope>>;
   /** Live subscriptions and the listeners they hold on the event target (both 0 when idle). */
   stats(): { subscriptions: number; listeners: number };
   /** Ends every live subscription and disconnects from Redis. */
@@ -81,32 +82,33 @@ function subscriptionQueue(onEnd: () => void) {
   };
 }
 
-export async function createEventBus(options: {
+export function createEventBus(options: {
   logger: Logger;
   redisUrl?: string;
   keyPrefix: string;
   subscriptionsPerShop: number;
-}): Promise<EventBus> {
+}): EventBus {
   const { logger, subscriptionsPerShop } = options;
   const channelOf = (shopId: string) => `${options.keyPrefix}events:${shopId}`;
+  // Connecting in the background: with Redis down the server still starts and serves; live
+  // events pause (the relay logs each failed publish) and resume once Redis is back.
   const redis = options.redisUrl
     ? {
-        publisher: new Redis(options.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 }),
-        subscriber: new Redis(options.redisUrl, { lazyConnect: true }),
+        publisher: new Redis(options.redisUrl, { maxRetriesPerRequest: 2, commandTimeout: 2_000 }),
+        subscriber: new Redis(options.redisUrl),
       }
     : undefined;
   if (redis) {
     for (const client of [redis.publisher, redis.subscriber]) {
       client.on('error', (err) => logger.warn({ err }, 'event bus: Redis error'));
     }
-    await Promise.all([redis.publisher.connect(), redis.subscriber.connect()]);
   }
   const target: PubSubEventTarget<Channels> = redis
     ? createRedisEventTarget({ publishClient: redis.publisher, subscribeClient: redis.subscriber })
     : new EventTarget();
 
   let listeners = 0;
-  const perShop = new Map<string, number>();
+  const slots = createSubscriptionSlots({ limit: subscriptionsPerShop, redis: redis?.publisher, keyPrefix: options.keyPrefix, logger });
   const live = new Set<{ end(): void }>();
   let closed = false;
 
@@ -125,16 +127,20 @@ export async function createEventBus(options: {
     if (failed) throw failed[0];
   }
 
-  function subscribe(shopId: string, accept: (event: EventEnvelope) => boolean = () => true): AsyncIterableIterator<EventEnvelope> {
-    if (closed) throw new RuleViolationError('server_shutting_down', 'the server is shutting down; reconnect to another instance');
-    const count = perShop.get(shopId) ?? 0;
-    if (count >= subscriptionsPerShop) {
+  async function subscribe(shopId: string, accept: (event: EventEnvelope) => boolean = () => true): Promise<AsyncIterableIterator<EventEnvelope>> {
+    const shuttingDown = () => new RuleViolationError('server_shutting_down', 'the server is shutting down; reconnect to another instance');
+    if (closed) throw shuttingDown();
+    const release = await slots.acquire(shopId);
+    if (!release) {
       throw new RuleViolationError(
         'subscription_limit_reached',
-        `this shop already has ${subscriptionsPerShop} live subscriptions on this server; close one before opening another`,
+        `this shop already has ${subscriptionsPerShop} live subscriptions; close one before opening another`,
       );
     }
-    perShop.set(shopId, count + 1);
+    if (closed) {
+      release();
+      throw shuttingDown();
+    }
     const channel = channelOf(shopId);
     const listener = (event: CustomEvent<EventEnvelope>) => {
       if (accept(event.detail)) subscription.deliver(event.detail);
@@ -144,9 +150,7 @@ export async function createEventBus(options: {
       target.removeEventListener(channel, listener);
       listeners--;
       live.delete(subscription);
-      const left = (perShop.get(shopId) ?? 1) - 1;
-      if (left > 0) perShop.set(shopId, left);
-      else perShop.delete(shopId);
+      release();
     });
     target.addEventListener(channel, listener);
     listeners++;
@@ -163,7 +167,12 @@ export async function createEventBus(options: {
       if (closed) return;
       closed = true;
       for (const subscription of [...live]) subscription.end();
-      if (redis) await Promise.all([redis.publisher.quit(), redis.subscriber.quit()]).catch(() => undefined);
+      slots.close();
+      // quit() lets the last slot releases through; a client that is not connected is just dropped.
+      for (const client of redis ? [redis.publisher, redis.subscriber] : []) {
+        if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+        else client.disconnect();
+      }
     },
   };
 }

@@ -41,7 +41,7 @@ builder.subscriptionFields((t) => ({
     type: Event,
     description: 'The shop\'s events on these topics (catalog topics or `group/*`), as they commit.',
     args: { topics: t.arg.stringList({ required: true }) },
-    subscribe: (_root, args, ctx) => {
+    subscribe: async (_root, args, ctx) => {
       const topics = parseInput(topicsSchema, args.topics);
       return ctx.bus.subscribe(ctx.shop.id, (event) => topics.some((topic) => topicMatches(topic, event.type)));
     },
@@ -54,7 +54,7 @@ builder.subscriptionFields((t) => ({
     subscribe: async (_root, args, ctx) => {
       const customer = await getCustomer(ctx.db, ctx.shop.id, args.identifier.trim());
       return pipe(
-        ctx.bus.subscribe(ctx.shop.id, (event) => balanceChangeOf(event)?.customerId === customer.id),
+        await ctx.bus.subscribe(ctx.shop.id, (event) => balanceChangeOf(event)?.customerId === customer.id),
         // Read back from the ledger: the bus carries plain JSON, the Activity type wants Dates.
         map((event: EventEnvelope) => findActivity(ctx.db, ctx.shop.id, balanceChangeOf(event)!.activityId)),
         filter((activity): activity is ActivityShape => activity !== undefined),
