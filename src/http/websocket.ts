@@ -14,6 +14,8 @@ import { shopFromAuthorization } from './auth.js';
 const KEEP_ALIVE_MS = 12_000;
 /** How long clients get to answer the close frame on shutdown before their sockets are cut. */
 const CLOSE_GRACE_MS = 1_000;
+/** The largest message a client may send, as the HTTP body limit (ws would take 100 MiB). */
+const MAX_MESSAGE_BYTES = 1024 * 1024;
 
 type Enveloped = ReturnType<YogaServerInstance<ServerContext, GraphQLContext>['getEnveloped']>;
 type RootValue = { execute: Enveloped['execute']; subscribe: Enveloped['subscribe'] };
@@ -29,7 +31,7 @@ export function attachGraphQLWebSocket(
   yoga: YogaServerInstance<ServerContext, GraphQLContext>,
   db: DB,
 ): () => Promise<void> {
-  const wss = new WebSocketServer({ noServer: true });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
   let closing = false;
 
   server.on('upgrade', (request, socket, head) => {
