@@ -128,6 +128,35 @@ describe('events over graphql-ws', () => {
   });
 });
 
+describe('operations over graphql-ws share the HTTP pipeline', () => {
+  it('runs queries and mutations as the connection\'s shop, with the same validation and rate limits', async () => {
+    const shop = await t.shop('Socket shop');
+    await t.customer(shop.shopId, 's-1', 10);
+    await t.app.database.db.updateTable('shops').set({ rate_limit_per_minute: 3 }).where('id', '=', shop.shopId).execute();
+    const client = wsClient(t.url, shop.apiKey);
+    const run = async (query: string) => {
+      const sub = collect(client, query);
+      await until(() => sub.completed, 5_000, 'a result');
+      return sub.results[0]!;
+    };
+    try {
+      const added = await run(`mutation { pointsAdd(input: { customerIdentifier: "s-1", amount: 5 }) { customer { points } userErrors { code } } }`);
+      expect(added).toEqual({ data: { pointsAdd: { customer: { points: 15 }, userErrors: [] } } });
+      // Another shop's customer does not exist for this connection.
+      expect(await run(`{ customer(identifier: "a-1") { points } }`)).toEqual({ data: { customer: null } });
+      const invalid = await run(`mutation { pointsAdd(input: { customerIdentifier: "s-1", amount: -1 }) { userErrors { code } } }`);
+      expect(invalid.errors![0]!.extensions!.code).toBe('validation_error');
+      const limited = await run(`{ customer(identifier: "s-1") { points } }`); // the 4th GraphQL operation this minute
+      expect(limited.errors![0]!.extensions!.code).toBe('rate_limited');
+      const malformed = collect(client, `{ customer(identifier: "s-1") { nope } }`);
+      await until(() => malformed.completed, 5_000, 'a validation failure');
+      expect(String((malformed.failure as Array<{ message: string }>)[0]!.message)).toContain('nope');
+    } finally {
+      await client.dispose();
+    }
+  });
+});
+
 describe('events over SSE', () => {
   it('streams the shop\'s events on its topics only', async () => {
     const stream = await sse(t.url, a.apiKey, EVENTS, { topics: ['points/added'] });
