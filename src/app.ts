@@ -91,7 +91,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   // Consumers of committed events: webhook fan-out and live subscriptions register here.
   const outboxHandlers: OutboxHandler[] = [deliveryWorker.outboxHandler, bus.outboxHandler];
-  const relay = createOutboxRelay({ db: database.db, logger, handlers: outboxHandlers });
+  // Local commits wake the relay at once; on PostgreSQL, events committed by other instances (a
+  // server with WORKER=off beside `npm run worker`) are found by a short poll, so webhooks still
+  // leave within tens of milliseconds. An empty poll is one index probe.
+  const relay = createOutboxRelay({ db: database.db, logger, handlers: outboxHandlers, pollMs: database.kind === 'postgres' ? 50 : 250 });
 
   const purge = setInterval(() => {
     purgeExpiredIdempotencyKeys(database.db).catch((err) => logger.warn({ err }, 'idempotency purge failed'));

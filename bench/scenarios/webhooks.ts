@@ -1,10 +1,12 @@
 // Webhook deliveries: the server (relay and delivery worker inside) sending to a local HTTPS
-// receiver. Two measurements:
+// receiver. Three measurements:
 //   latency:    points/add one at a time, paced, on an otherwise idle server: event (outbox
 //               commit timestamp) to the receiver having the request, p50/p99
 //   throughput: a backlog of events committed to the outbox at once, drained: deliveries/s
+//   latency, split: the same as the first with WORKER=off and `npm run worker` beside the server
+//               (the worker learns of new events by polling the outbox, not from a local commit)
 // then a check that every event arrived exactly once, signed, and every delivery is `succeeded`.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
@@ -18,7 +20,7 @@ import { upsertCustomer } from '../../src/domain/customers.js';
 import { createShop } from '../../src/domain/shops.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
-import { startServer } from '../lib/server.js';
+import { REPO_ROOT, startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
 
 const TARGETS = { deliveriesPerSec: 1_000, p50Ms: 100 };
@@ -93,6 +95,50 @@ async function waitFor(check: () => boolean, timeoutMs: number): Promise<boolean
   return true;
 }
 
+/**
+ * points/add one at a time, paced, measuring from each event's outbox timestamp to its arrival at
+ * the receiver. The first `warmupSec` worth of events are not counted.
+ */
+async function measureLatency(url: string, headers: Record<string, string>, arrivals: Arrival[], options: BenchOptions) {
+  const events = Math.max(10, Math.round(((options.warmupSec + options.durationSec) * 1000) / LATENCY_INTERVAL_MS));
+  const warmup = Math.round((options.warmupSec * 1000) / LATENCY_INTERVAL_MS);
+  const before = arrivals.length;
+  for (let i = 0; i < events; i++) {
+    const res = await fetch(`${url}/rest-api/v1/points/add`, { method: 'POST', headers, body: JSON.stringify({ customerIdentifier: 'wh-1', amount: 1 }) });
+    if (!res.ok) throw new Error(`points/add: ${res.status} ${await res.text()}`);
+    await sleep(LATENCY_INTERVAL_MS);
+  }
+  await waitFor(() => arrivals.length >= before + events, 30_000);
+  const latencies = arrivals.slice(before + warmup, before + events).map((a) => a.at - a.eventAt).sort((x, y) => x - y);
+  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), n: latencies.length, events };
+}
+
+/** `npm run worker` (src/worker.ts) on the same database; resolves once it is running. */
+async function startWorkerProcess(databaseUrl: string, env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('webhook worker running')) resolve();
+    });
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.once('exit', (code) => reject(new Error(`the worker exited with ${code}: ${output.slice(-2000)}`)));
+  });
+  return {
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
 async function run(options: BenchOptions): Promise<boolean> {
   const schema = await createIsolatedSchema(options.databaseUrl);
   const tls = certificate();
@@ -100,10 +146,8 @@ async function run(options: BenchOptions): Promise<boolean> {
   const receiver = await startReceiver(tls, () => secret);
   let server: Awaited<ReturnType<typeof startServer>> | undefined;
   try {
-    server = await startServer({
-      databaseUrl: schema.url,
-      env: { WEBHOOK_ALLOWED_HOSTS: 'localhost', NODE_EXTRA_CA_CERTS: tls.certPath, SECRETS_KEY: randomBytes(32).toString('hex') },
-    });
+    const serverEnv = { WEBHOOK_ALLOWED_HOSTS: 'localhost', NODE_EXTRA_CA_CERTS: tls.certPath, SECRETS_KEY: randomBytes(32).toString('hex') };
+    server = await startServer({ databaseUrl: schema.url, env: serverEnv });
     const { db, close } = await openDatabase({ url: schema.url, poolSize: 2 });
     const { shop, apiKey } = await createShop(db, 'Bench webhooks shop');
     await upsertCustomer(db, shop.id, { shopifyCustomerId: 'wh-1', email: 'wh-1@bench.example' });
@@ -117,17 +161,7 @@ async function run(options: BenchOptions): Promise<boolean> {
     if (created.status !== 201) throw new Error(`subscription: ${created.status} ${await created.text()}`);
     secret = ((await created.json()) as { subscription: { signingSecret: string } }).subscription.signingSecret;
 
-    // Latency: one event at a time on an otherwise idle server.
-    const latencyEvents = Math.max(10, Math.round(((options.warmupSec + options.durationSec) * 1000) / LATENCY_INTERVAL_MS));
-    const warmupEvents = Math.round((options.warmupSec * 1000) / LATENCY_INTERVAL_MS);
-    for (let i = 0; i < latencyEvents; i++) {
-      const res = await fetch(`${server.url}/rest-api/v1/points/add`, { method: 'POST', headers, body: JSON.stringify({ customerIdentifier: 'wh-1', amount: 1 }) });
-      if (!res.ok) throw new Error(`points/add: ${res.status} ${await res.text()}`);
-      await sleep(LATENCY_INTERVAL_MS);
-    }
-    await waitFor(() => receiver.arrivals.length >= latencyEvents, 30_000);
-    const latencies = receiver.arrivals.slice(warmupEvents, latencyEvents).map((a) => a.at - a.eventAt).sort((x, y) => x - y);
-    const latency = { p50: percentile(latencies, 50), p99: percentile(latencies, 99), n: latencies.length };
+    const latency = await measureLatency(server.url, headers, receiver.arrivals, options);
     process.stdout.write(`  latency: ${latency.n} events, event to delivery p50 ${fmt.ms(latency.p50)}, p99 ${fmt.ms(latency.p99)}\n`);
 
     // Throughput: a backlog committed in one transaction, drained by the server's relay and worker.
@@ -154,11 +188,24 @@ async function run(options: BenchOptions): Promise<boolean> {
       n: backlog.length,
     };
     process.stdout.write(`  throughput: ${throughput.n} backlog deliveries at ${fmt.rate(throughput.rate)}/s (${throughput.total.toFixed(1)} s from commit to last)\n`);
-    await sleep(1_000); // a duplicate would have arrived by now
     await server.stop();
     server = undefined;
 
-    const expected = latencyEvents + BACKLOG;
+    // The split deployment: a server that only serves, and a worker process beside it.
+    server = await startServer({ databaseUrl: schema.url, env: { ...serverEnv, WORKER: 'off' } });
+    const worker = await startWorkerProcess(schema.url, serverEnv);
+    let split: Awaited<ReturnType<typeof measureLatency>>;
+    try {
+      split = await measureLatency(server.url, headers, receiver.arrivals, options);
+      process.stdout.write(`  latency with a separate worker: p50 ${fmt.ms(split.p50)}, p99 ${fmt.ms(split.p99)}\n`);
+      await sleep(1_000); // a duplicate would have arrived by now
+    } finally {
+      await worker.stop();
+    }
+    await server.stop();
+    server = undefined;
+
+    const expected = 2 * latency.events + BACKLOG;
     const ids = receiver.arrivals.map((a) => a.id);
     const check = await connect(schema.url);
     const statuses = (await check.query(`select status, count(*)::int as n from webhook_deliveries group by status order by status`)).rows as Array<{ status: string; n: number }>;
@@ -183,6 +230,7 @@ async function run(options: BenchOptions): Promise<boolean> {
           ['', 'deliveries/s', 'p50', 'p99', 'events', 'target'],
           [
             [`latency (1 event / ${LATENCY_INTERVAL_MS} ms, idle)`, '-', fmt.ms(latency.p50), fmt.ms(latency.p99), latency.n, latency.p50 < TARGETS.p50Ms ? `p50 < ${TARGETS.p50Ms} ms met` : `p50 < ${TARGETS.p50Ms} ms MISSED`],
+            ['latency, WORKER=off + npm run worker', '-', fmt.ms(split.p50), fmt.ms(split.p99), split.n, split.p50 < TARGETS.p50Ms ? `p50 < ${TARGETS.p50Ms} ms met` : `p50 < ${TARGETS.p50Ms} ms MISSED`],
             [`throughput (${BACKLOG} backlog)`, fmt.rate(throughput.rate), '-', '-', throughput.n, throughput.rate >= TARGETS.deliveriesPerSec ? `>= ${TARGETS.deliveriesPerSec}/s met` : `>= ${TARGETS.deliveriesPerSec}/s MISSED`],
           ],
         ),
