@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
+import { revokeApiKey } from '../src/domain/shops.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, isolatedPostgresUrl, onPostgres, startRedis, startTestApp, type TestApp } from './helpers.js';
 import { collect, sse, until, wsClient } from './live-helpers.js';
@@ -97,6 +98,20 @@ describe('events over graphql-ws', () => {
       });
       expect(await closed).toBe(4403);
     }
+    expect(t.app.bus.stats()).toEqual({ subscriptions: 0, listeners: 0 });
+  });
+
+  it('closes the socket with 4403 at the next operation once its key is revoked', async () => {
+    const shop = await t.shop('Revoked');
+    let closedWith: number | undefined;
+    const client = wsClient(t.url, shop.apiKey, { onClose: (code) => (closedWith ??= code) });
+    const open = collect(client, EVENTS, { topics: ['points/*'] }); // keeps the socket up
+    await until(() => t.app.bus.stats().subscriptions === 1, 10_000, 'subscribed');
+    await revokeApiKey(t.app.database.db, shop.shopId, shop.apiKey);
+    collect(client, `{ webhookTopics { topic } }`);
+    await until(() => closedWith !== undefined, 5_000, 'the socket closed');
+    expect(closedWith).toBe(4403);
+    expect(open.completed).toBe(true);
     expect(t.app.bus.stats()).toEqual({ subscriptions: 0, listeners: 0 });
   });
 

@@ -5,7 +5,6 @@ import { useServer } from 'graphql-ws/use/ws';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { WebSocketServer } from 'ws';
 import type { DB } from '../db/database.js';
-import type { Shop } from '../domain/shops.js';
 import type { GraphQLContext } from '../graphql/builder.js';
 import type { ServerContext } from '../graphql/yoga.js';
 import { shopFromAuthorization } from './auth.js';
@@ -43,19 +42,24 @@ export function attachGraphQLWebSocket(
     wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
   });
 
-  const disposable = useServer<Record<string, unknown>, { shop: Shop }>(
+  const disposable = useServer<Record<string, unknown>, { authorization: unknown }>(
     {
       // Returning false closes the socket with 4403 Forbidden.
       onConnect: async (ctx) => {
         const params = ctx.connectionParams ?? {};
-        const shop = await shopFromAuthorization(db, params.Authorization ?? params.authorization);
-        if (!shop) return false;
-        ctx.extra.shop = shop;
-        return true;
+        ctx.extra.authorization = params.Authorization ?? params.authorization;
+        return (await shopFromAuthorization(db, ctx.extra.authorization)) !== null;
       },
       onSubscribe: async (ctx, _id, payload) => {
+        // Checked again for every operation (cached for 2 s), so a revoked key stops opening new
+        // ones on a socket that was accepted earlier.
+        const shop = await shopFromAuthorization(db, ctx.extra.authorization);
+        if (!shop) {
+          ctx.extra.socket.close(4403, 'Forbidden');
+          return [new GraphQLError('the API key is no longer valid')];
+        }
         const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-          req: { shop: ctx.extra.shop ?? null },
+          req: { shop },
           params: payload,
         } as Parameters<typeof yoga.getEnveloped>[0]);
         let document;
