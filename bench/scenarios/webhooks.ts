@@ -147,7 +147,8 @@ async function run(options: BenchOptions): Promise<boolean> {
   let server: Awaited<ReturnType<typeof startServer>> | undefined;
   try {
     const serverEnv = { WEBHOOK_ALLOWED_HOSTS: 'localhost', NODE_EXTRA_CA_CERTS: tls.certPath, SECRETS_KEY: randomBytes(32).toString('hex') };
-    server = await startServer({ databaseUrl: schema.url, env: serverEnv });
+    const nodeArgs = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
+    server = await startServer({ databaseUrl: schema.url, env: serverEnv, nodeArgs });
     const { db, close } = await openDatabase({ url: schema.url, poolSize: 2 });
     const { shop, apiKey } = await createShop(db, 'Bench webhooks shop');
     await upsertCustomer(db, shop.id, { shopifyCustomerId: 'wh-1', email: 'wh-1@bench.example' });
