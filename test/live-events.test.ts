@@ -14,10 +14,12 @@ let b: { shopId: string; apiKey: string };
 
 const REDIS_URL = process.env.TEST_REDIS_URL;
 /** With TEST_REDIS_URL every test here runs over the Redis bus, on keys of its own. */
-const busEnv = (): Record<string, string> => (REDIS_URL ? { REDIS_URL, REDIS_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}:` } : {});
+const busPrefix = `test:${randomBytes(4).toString('hex')}:`;
+const busEnv = (prefix = `test:${randomBytes(4).toString('hex')}:`): Record<string, string> =>
+  REDIS_URL ? { REDIS_URL, REDIS_KEY_PREFIX: prefix } : {};
 
 beforeAll(async () => {
-  t = await startTestApp(busEnv());
+  t = await startTestApp(busEnv(busPrefix));
   a = await t.shop('Shop A');
   b = await t.shop('Shop B');
   await t.customer(a.shopId, 'a-1', 100);
@@ -252,6 +254,8 @@ describe('limits and disposal', () => {
       const subs = clients.flatMap((client) => Array.from({ length: 100 }, () => collect(client, EVENTS, { topics: ['points/*'] })));
       await until(() => t.app.bus.stats().listeners === 1_000, 30_000, '1,000 listeners');
       expect(t.app.bus.stats()).toEqual({ subscriptions: 1_000, listeners: 1_000 });
+      // 100 listeners per shop on the EventTarget; on Redis one subscribed client per channel.
+      expect(await listenersLeft()).toEqual(shops.map(() => (REDIS_URL ? 1 : 100)));
       await addPoints(shops[0]!, 'leak-1', 1);
       await until(() => subs.slice(0, 100).every((s) => s.results.length === 1), 10_000, 'all of shop 0 hear the event');
       expect(subs.slice(100).every((s) => s.results.length === 0)).toBe(true);
@@ -260,7 +264,19 @@ describe('limits and disposal', () => {
       await Promise.all(clients.slice(5).map((c) => c.dispose()));
       await until(() => t.app.bus.stats().subscriptions === 0, 10_000, 'all released');
       expect(t.app.bus.stats()).toEqual({ subscriptions: 0, listeners: 0 });
+      expect(await listenersLeft()).toEqual(shops.map(() => 0));
       await Promise.all(clients.slice(0, 5).map((c) => c.dispose()));
+    };
+    // Asked of the EventTarget itself, or of Redis: who still listens on each shop's channel.
+    const listenersLeft = async () => {
+      if (!REDIS_URL) return shops.map((s) => t.app.bus.listenersOn(s.shopId));
+      const redis = new Redis(REDIS_URL);
+      try {
+        const reply = (await redis.pubsub('NUMSUB', ...shops.map((s) => `${busPrefix}events:${s.shopId}`))) as Array<string | number>;
+        return reply.filter((_, i) => i % 2 === 1).map(Number);
+      } finally {
+        redis.disconnect();
+      }
     };
     await round(); // warm-up: code paths compiled, pools filled
     const before = await heapAfterGc(gc);

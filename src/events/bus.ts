@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { createRedisEventTarget } from '@graphql-yoga/redis-event-target';
 import type { PubSubEventTarget } from 'graphql-yoga';
 import { Redis } from 'ioredis';
@@ -23,6 +24,11 @@ export type EventBus = {
   subscribe(shopId: string, accept?: (event: EventEnvelope) => boolean): Promise<AsyncIterableIterator<EventEnvelope>>;
   /** Live subscriptions and the listeners they hold on the event target (both 0 when idle). */
   stats(): { subscriptions: number; listeners: number };
+  /**
+   * Listeners registered for the shop's channel, as the in-memory EventTarget itself reports them
+   * (with Redis, the channel's subscriber count there is the independent check). Null on Redis.
+   */
+  listenersOn(shopId: string): number | null;
   /** Ends every live subscription and disconnects from Redis. */
   close(): Promise<void>;
 };
@@ -163,6 +169,7 @@ export function createEventBus(options: {
     publish,
     subscribe,
     stats: () => ({ subscriptions: live.size, listeners }),
+    listenersOn: (shopId) => (redis ? null : getEventListeners(target as EventTarget, channelOf(shopId)).length),
     async close() {
       if (closed) return;
       closed = true;
