@@ -28,6 +28,18 @@ export function decodeSeqCursor(cursor: string): number {
   return value;
 }
 
+/** The cursor of a newest-first list ordered by (created_at, id). */
+export function encodeTimeCursor(row: { created_at: Date; id: string }): string {
+  return encodeCursor([row.created_at.toISOString(), row.id]);
+}
+
+export function decodeTimeCursor(cursor: string): { at: Date; id: string } {
+  const [createdAt = '', id = ''] = decodeCursor(cursor, 2);
+  const at = new Date(createdAt);
+  if (Number.isNaN(at.getTime())) throw invalidCursor();
+  return { at, id };
+}
+
 export function invalidCursor(): ValidationError {
   return new ValidationError('after: not a cursor this API returned', [{ path: 'after', message: 'invalid cursor' }]);
 }

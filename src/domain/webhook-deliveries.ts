@@ -7,7 +7,7 @@ import { afterCommit, inTransaction, type Queryable, type Trx } from '../db/tran
 import { NotFoundError, RuleViolationError, ValidationError } from './errors.js';
 import { isId, newId } from './ids.js';
 import { MAX_PAGE_SIZE } from './offset-pages.js';
-import { decodeCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
+import { decodeTimeCursor, encodeTimeCursor, type Page, type PageArgs } from './pagination.js';
 import { parseInput } from './validation.js';
 
 /**
@@ -234,15 +234,13 @@ export async function listDeliveriesPage(db: Queryable, shopId: string, filterIn
   const filter = parseInput(deliveryFilterSchema, filterInput ?? {});
   let query = filteredDeliveries(db, shopId, filter);
   if (args.after) {
-    const [createdAt = '', id = ''] = decodeCursor(args.after, 2);
-    const at = new Date(createdAt);
-    if (Number.isNaN(at.getTime())) throw new ValidationError('after: not a cursor this API returned', [{ path: 'after', message: 'invalid cursor' }]);
+    const { at, id } = decodeTimeCursor(args.after);
     query = query.where((eb) => eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', id)])]));
   }
   const rows = await query.limit(args.first + 1).execute();
   const items = rows.slice(0, args.first).map((row) => ({
     node: toWebhookDelivery(row),
-    cursor: encodeCursor([row.created_at.toISOString(), row.id]),
+    cursor: encodeTimeCursor(row),
   }));
   return { items, hasNextPage: rows.length > items.length };
 }

@@ -10,7 +10,7 @@ import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 import { EVENT_TOPICS } from './events.js';
 import { cancelSubscriptionDeliveries } from './webhook-deliveries.js';
 import { isId, newId } from './ids.js';
-import { decodeCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
+import { decodeTimeCursor, encodeTimeCursor, type Page, type PageArgs } from './pagination.js';
 import { parseInput } from './validation.js';
 
 export type WebhookSubscriptionDeps = {
@@ -137,16 +137,14 @@ export async function createSubscription(
 export async function listSubscriptions(db: Queryable, shopId: string, args?: PageArgs): Promise<Page<WebhookSubscription>> {
   let query = db.selectFrom('webhook_subscriptions').selectAll().where('shop_id', '=', shopId);
   if (args?.after) {
-    const [createdAt = '', id = ''] = decodeCursor(args.after, 2);
-    const at = new Date(createdAt);
-    if (Number.isNaN(at.getTime())) throw new ValidationError('after: not a cursor this API returned', [{ path: 'after', message: 'invalid cursor' }]);
+    const { at, id } = decodeTimeCursor(args.after);
     query = query.where((eb) => eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', id)])]));
   }
   query = query.orderBy('created_at', 'desc').orderBy('id', 'desc');
   const rows = await (args ? query.limit(args.first + 1) : query).execute();
   const items = rows.slice(0, args?.first ?? rows.length).map((row) => ({
     node: toWebhookSubscription(row),
-    cursor: encodeCursor([row.created_at.toISOString(), row.id]),
+    cursor: encodeTimeCursor(row),
   }));
   return { items, hasNextPage: rows.length > items.length };
 }
