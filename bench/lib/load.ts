@@ -34,17 +34,30 @@ export type HttpLoad = {
 export async function runHttpLoad(load: HttpLoad): Promise<Measurement> {
   const { body } = load;
   if (load.amount < load.connections) throw new Error(`send at least one request per connection, not ${load.amount}`);
-  const started = performance.now();
-  const result = await autocannon({
-    url: load.url,
-    connections: load.connections,
-    amount: load.amount,
-    method: load.method ?? 'POST',
-    headers: load.headers,
-    ...(body ? { requests: [{ setupRequest: (request) => ({ ...request, body: body() }) }] } : {}),
+  let started = performance.now();
+  let lastResponse = started;
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: load.url,
+        connections: load.connections,
+        amount: load.amount,
+        method: load.method ?? 'POST',
+        headers: load.headers,
+        ...(body ? { requests: [{ setupRequest: (request) => ({ ...request, body: body() }) }] } : {}),
+      },
+      (err, res) => (err ? reject(err) : resolve(res)),
+    );
+    instance.on('start', () => {
+      started = performance.now();
+    });
+    instance.on('response', () => {
+      lastResponse = performance.now();
+    });
   });
-  // autocannon's own `duration` is counted in whole sampling ticks (seconds); time it ourselves.
-  const durationSec = (performance.now() - started) / 1000;
+  // autocannon notices the last response only at its next one-second tick, and reports whole
+  // ticks as its duration; the time from start to the last response is the real one.
+  const durationSec = (lastResponse - started) / 1000;
   const ok = result['2xx'];
   const failed = result.non2xx + result.errors + result.timeouts;
   return {

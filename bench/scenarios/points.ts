@@ -24,14 +24,15 @@ const POINTS_ADD = `mutation PointsAdd($input: PointsChangeInput!) {
 }`;
 
 /**
- * changePoints('add') statement for statement, as Kysely sends them (BEGIN; SELECT … FOR UPDATE;
+ * changePoints('add') statement for statement, as Kysely sends them (BEGIN; SELECT … FOR NO KEY UPDATE;
  * UPDATE … RETURNING *; INSERT activity RETURNING *; INSERT outbox event; COMMIT). Ids and the
  * event's JSON are made in SQL because pgbench's client language has no strings.
+ * test/bench-points-transaction.test.ts fails when changePoints and this script drift apart.
  */
-const PGBENCH_TRANSACTION = `
+export const PGBENCH_TRANSACTION = `
 \\set cid random(:first_customer, :last_customer)
 BEGIN;
-select * from customers where shop_id = :shop and shopify_customer_id = :cid for update \\gset c_
+select * from customers where shop_id = :shop and shopify_customer_id = :cid for no key update \\gset c_
 \\set new_points :c_points + 1
 update customers set points = :new_points, updated_at = now() where id = :c_id returning *;
 insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at) values (substr(md5(random()::text), 1, 24), :shop, :c_id, 'add_points', 'api', '${DESCRIPTION.pgbench}', null, :c_points, :new_points, now(), now()) returning * \\gset a_
