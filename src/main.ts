@@ -3,6 +3,7 @@ import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/data-dir-lock.js';
 import { ensureDemoShop } from './domain/demo.js';
+import { stopOnSignals } from './shutdown.js';
 
 async function main() {
   const config = loadConfig();
@@ -14,20 +15,7 @@ async function main() {
     if (demo) printDemo(url, demo.apiKey);
   }
 
-  let signals = 0;
-  const shutdown = (signal: string) => {
-    if (signals++ > 0) process.exit(1); // a second signal: stop waiting
-    app.logger.info({ signal }, 'shutting down');
-    app.stop().then(
-      () => process.exit(0),
-      (err) => {
-        app.logger.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  stopOnSignals(app);
 }
 
 function printDemo(url: string, apiKey: string) {

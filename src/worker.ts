@@ -4,6 +4,7 @@
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/data-dir-lock.js';
+import { stopOnSignals } from './shutdown.js';
 
 async function main() {
   const config = loadConfig();
@@ -13,21 +14,7 @@ async function main() {
   }
   app.startWorker();
   app.logger.info({ database: app.database.kind }, 'webhook worker running');
-
-  let signals = 0;
-  const shutdown = (signal: string) => {
-    if (signals++ > 0) process.exit(1);
-    app.logger.info({ signal }, 'worker stopping; handing unsent deliveries back');
-    app.stop().then(
-      () => process.exit(0),
-      (err) => {
-        app.logger.error({ err }, 'worker shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  stopOnSignals(app);
 }
 
 main().catch((err) => {
