@@ -18,6 +18,7 @@ const problems: string[] = [];
 const foreignRequests: string[] = [];
 
 beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (as .ci/run does)`);
   t = await startTestApp();
   shop = await t.shop('Dashboard shop');
   await t.customer(shop.shopId, 'd-1', 100);
