@@ -8,6 +8,7 @@ import WebSocket from 'ws';
 import { openDatabase } from '../../src/db/database.js';
 import { upsertCustomer } from '../../src/domain/customers.js';
 import { createShop } from '../../src/domain/shops.js';
+import { processCpuSeconds } from '../lib/cpu.js';
 import { createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { startServer } from '../lib/server.js';
@@ -75,7 +76,9 @@ async function subscribe(baseUrl: string, apiKey: string, onEvent: (subscriber: 
   return clients;
 }
 
-async function runOnce(options: BenchOptions, redisUrl: string | undefined): Promise<{ label: string; rounds: Round[]; missing: number }> {
+type Result = { label: string; rounds: Round[]; missing: number; serverCpuMs: number | null; clientCpuMs: number | null };
+
+async function runOnce(options: BenchOptions, redisUrl: string | undefined): Promise<Result> {
   const schema = await createIsolatedSchema(options.databaseUrl);
   const env: Record<string, string> = { SUBSCRIPTIONS_PER_SHOP: String(SUBSCRIBERS) };
   if (redisUrl) Object.assign(env, { REDIS_URL: redisUrl, REDIS_KEY_PREFIX: `bench:${randomBytes(4).toString('hex')}:` });
@@ -113,6 +116,7 @@ async function runOnce(options: BenchOptions, redisUrl: string | undefined): Pro
     }
     const rounds: Round[] = [];
     let missing = 0;
+    const cpuBefore = { server: processCpuSeconds(server.pid), client: processCpuSeconds('self') };
     for (let i = 0; i < EVENTS; i++) {
       const { sentAt, ackAt, balance: b } = await add();
       const deadline = performance.now() + 5_000;
@@ -122,7 +126,15 @@ async function runOnce(options: BenchOptions, redisUrl: string | undefined): Pro
       rounds.push({ sentAt, ackAt, receipts: times });
       await sleep(50); // one event at a time
     }
-    return { label: redisUrl ? 'Redis bus' : 'in-memory bus', rounds, missing };
+    // CPU per event: the server's (relay, fan-out, 1,000 socket writes) and this process's (1,000 clients).
+    const perEvent = (after: number | null, before: number | null) => (after === null || before === null ? null : ((after - before) * 1000) / EVENTS);
+    return {
+      label: redisUrl ? 'Redis bus' : 'in-memory bus',
+      rounds,
+      missing,
+      serverCpuMs: perEvent(processCpuSeconds(server.pid), cpuBefore.server),
+      clientCpuMs: perEvent(processCpuSeconds('self'), cpuBefore.client),
+    };
   } finally {
     await Promise.all(clients.map((c) => c?.dispose()));
     await server.stop();
@@ -133,7 +145,7 @@ async function runOnce(options: BenchOptions, redisUrl: string | undefined): Pro
 async function run(options: BenchOptions): Promise<boolean> {
   const redisUrl = process.env.BENCH_REDIS_URL || process.env.TEST_REDIS_URL;
   const results = [await runOnce(options, undefined), ...(redisUrl ? [await runOnce(options, redisUrl)] : [])];
-  const rows = results.map(({ label, rounds, missing }) => {
+  const rows = results.map(({ label, rounds, missing, serverCpuMs, clientCpuMs }) => {
     // Per event: from the REST request being sent until the last subscriber has it, and from
     // its response (the commit acknowledged) until then; per delivery: from the request.
     const all = rounds.map((r) => Math.max(...r.receipts) - r.sentAt).sort((a, b) => a - b);
@@ -152,6 +164,8 @@ async function run(options: BenchOptions): Promise<boolean> {
         fmt.ms(percentile(all, 90)),
         fmt.ms(percentile(all, 99)),
         fmt.ms(percentile(afterAck, 50)),
+        serverCpuMs === null ? '-' : fmt.ms(serverCpuMs),
+        clientCpuMs === null ? '-' : fmt.ms(clientCpuMs),
         missing,
         percentile(all, 99) < TARGET_ALL_MS ? 'met' : 'MISSED',
       ],
@@ -165,7 +179,7 @@ async function run(options: BenchOptions): Promise<boolean> {
       'times from sending the REST request, measured in this process, which also runs all 1,000 clients',
       '',
       formatTable(
-        ['bus', 'first has it p50', 'each p50', 'each p99', 'all have it p50', 'all p90', 'all p99', 'all p50 from the reply', 'missed', `all p99 < ${TARGET_ALL_MS} ms`],
+        ['bus', 'first has it p50', 'each p50', 'each p99', 'all have it p50', 'all p90', 'all p99', 'all p50 from the reply', 'server CPU/event', 'clients CPU/event', 'missed', `all p99 < ${TARGET_ALL_MS} ms`],
         rows.map((r) => r.cells),
       ),
       '',
