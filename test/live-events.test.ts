@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
@@ -101,6 +102,26 @@ describe('events over graphql-ws', () => {
       expect(await closed).toBe(4403);
     }
     expect(t.app.bus.stats()).toEqual({ subscriptions: 0, listeners: 0 });
+  });
+
+  it('answers upgrades to other paths with 404 and survives odd request targets', async () => {
+    const { port } = new URL(t.url);
+    const upgrade = (target: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1', () => {
+          socket.write(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+            'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n');
+        });
+        let reply = '';
+        socket.on('data', (chunk) => (reply += chunk.toString()));
+        socket.on('close', () => resolve(reply));
+        socket.on('error', reject);
+        setTimeout(() => socket.destroy(), 2_000);
+      });
+    expect(await upgrade('/elsewhere')).toMatch(/^HTTP\/1.1 404/);
+    expect(await upgrade('http://[x/graphql')).toMatch(/^HTTP\/1.1 (400|404)/);
+    expect(await upgrade('/graphql')).toMatch(/^HTTP\/1.1 101/);
+    expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
   });
 
   it('closes the socket with 4403 at the next operation once its key is revoked', async () => {

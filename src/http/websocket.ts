@@ -34,7 +34,8 @@ export function attachGraphQLWebSocket(
   let closing = false;
 
   server.on('upgrade', (request, socket, head) => {
-    const path = new URL(request.url ?? '/', 'http://localhost').pathname.replace(/\/$/, '');
+    // Plain string work: new URL() throws on some request targets, and this runs outside any try.
+    const path = (request.url ?? '/').split('?')[0]!.replace(/\/$/, '');
     if (closing || path !== yoga.graphqlEndpoint) {
       socket.end(closing ? 'HTTP/1.1 503 Service Unavailable\r\n\r\n' : 'HTTP/1.1 404 Not Found\r\n\r\n');
       return;
