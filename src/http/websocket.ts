@@ -37,6 +37,7 @@ export function attachGraphQLWebSocket(
     // Plain string work: new URL() throws on some request targets, and this runs outside any try.
     const path = (request.url ?? '/').split('?')[0]!.replace(/\/$/, '');
     if (closing || path !== yoga.graphqlEndpoint) {
+      socket.on('error', () => {}); // a peer gone mid-refusal is no error of ours
       socket.end(closing ? 'HTTP/1.1 503 Service Unavailable\r\n\r\n' : 'HTTP/1.1 404 Not Found\r\n\r\n');
       return;
     }
