@@ -1,6 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -40,6 +43,8 @@ async function freePort(): Promise<number> {
  */
 export async function startServer(options: ServerOptions): Promise<ServerProcess> {
   const port = await freePort();
+  // Its own data folder and secrets key, so a run leaves nothing in the repository's ./data.
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'bench-server-'));
   const child = spawn(process.execPath, ['--import', 'tsx', ...(options.nodeArgs ?? []), 'src/main.ts'], {
     cwd: REPO_ROOT,
     env: {
@@ -48,6 +53,8 @@ export async function startServer(options: ServerOptions): Promise<ServerProcess
       HOST: '127.0.0.1',
       PORT: String(port),
       LOG_LEVEL: 'warn',
+      DATA_DIR: dataDir,
+      SECRETS_KEY: randomBytes(32).toString('hex'),
       // Measure the service, not its refusals: the limiter still runs, it just never says no.
       RATE_LIMIT_PER_MINUTE: '1000000000',
       ...options.env,
@@ -64,26 +71,37 @@ export async function startServer(options: ServerOptions): Promise<ServerProcess
   child.stderr!.on('data', keep);
 
   const url = `http://127.0.0.1:${port}`;
+  try {
+    await untilHealthy(url, child, () => tail);
+  } catch (err) {
+    child.kill('SIGKILL');
+    await rm(dataDir, { recursive: true, force: true });
+    throw err;
+  }
+  const shutdown = async () => {
+    await stopChild(child, () => tail);
+    await rm(dataDir, { recursive: true, force: true });
+  };
+  const unregister = onInterrupt(shutdown);
+  const stop = async () => {
+    unregister();
+    await shutdown();
+  };
+  return { url, pid: child.pid!, logged, stop };
+}
+
+async function untilHealthy(url: string, child: ChildProcess, tail: () => string): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`the server exited with code ${child.exitCode}:\n${tail}`);
+    if (child.exitCode !== null) throw new Error(`the server exited with code ${child.exitCode}:\n${tail()}`);
     try {
-      if ((await fetch(`${url}/healthz`)).ok) break;
+      if ((await fetch(`${url}/healthz`)).ok) return;
     } catch {
       // not listening yet
     }
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`the server did not answer /healthz within 60 s:\n${tail}`);
-    }
+    if (Date.now() > deadline) throw new Error(`the server did not answer /healthz within 60 s:\n${tail()}`);
     await sleep(100);
   }
-  const unregister = onInterrupt(() => stopChild(child, () => tail));
-  const stop = async () => {
-    unregister();
-    await stopChild(child, () => tail);
-  };
-  return { url, pid: child.pid!, logged, stop };
 }
 
 async function stopChild(child: ChildProcess, tail: () => string): Promise<void> {

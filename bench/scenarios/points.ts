@@ -4,6 +4,7 @@ import { openDatabase } from '../../src/db/database.js';
 import { upsertCustomer } from '../../src/domain/customers.js';
 import { createShop } from '../../src/domain/shops.js';
 import os from 'node:os';
+import { loadConfig } from '../../src/config.js';
 import { type CpuBreakdown, cpuBreakdown, sampleCpu } from '../lib/cpu.js';
 import { type Measurement, runHttpPhase } from '../lib/load.js';
 import { findPgbench, runPgbench } from '../lib/pgbench.js';
@@ -209,7 +210,8 @@ function printReport(
   cpu: Partial<Record<Face, CpuBreakdown>>,
   checks: Check[],
 ): void {
-  const poolSize = process.env.DATABASE_POOL_SIZE ?? 'default';
+  // What the server child reads from the same environment.
+  const server = loadConfig({ ...process.env, DATABASE_URL: options.databaseUrl });
   const rows = (['rest', 'graphql', 'pgbench'] as const)
     .filter((face) => results[face])
     .map((face) => {
@@ -245,7 +247,8 @@ function printReport(
     [
       '',
       `points: ${options.connections} connections (pgbench: ${options.connections} clients), about ${options.durationSec} s each after about ${options.warmupSec} s of warm-up,`,
-      `${options.customers} customers picked at random; server pool size ${poolSize}; rates count successes only`,
+      `${options.customers} customers picked at random; server: pool of ${server.databasePoolSize} connections, outbox relay ${server.worker ? 'on' : 'off'},`,
+      `rate limiter ${server.redisUrl ? 'on Redis' : 'in memory'} (limit raised out of the way), LOG_LEVEL=warn; rates count successes only`,
       '',
       formatTable(['', 'rate (req/s)', 'p50', 'p99', 'ok', 'failed', 'seconds'], rows),
       '',
