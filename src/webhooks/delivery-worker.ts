@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import type { DB } from '../db/database.js';
 import { fanOutEvents, onDeliveriesDue } from '../domain/webhook-deliveries.js';
 import { validSigningSecrets } from '../domain/webhook-subscriptions.js';
@@ -89,6 +90,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   let purgeTimer: NodeJS.Timeout | undefined;
   let stopping: Promise<void> | undefined;
   const stopAbort = new AbortController();
+  setMaxListeners(concurrency + 1, stopAbort.signal); // every attempt in flight listens for the stop
   const inFlight = new Set<Promise<void>>();
 
   function signal() {
