@@ -228,6 +228,9 @@ function printReport(
       return [face, face === 'pgbench' ? '-' : ms(c.server), ms(c.postgres), ms(c.loadGenerator), c.othersShare === null ? '-' : `${(c.othersShare * 100).toFixed(0)} %`];
     });
 
+  const shares = Object.values(cpu).map((c) => c.othersShare).filter((x): x is number => x !== null);
+  const busiest = shares.length ? Math.max(...shares) : null;
+
   const { rest, graphql, pgbench } = results;
   const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
   const targets: Array<Array<string | number>> = [];
@@ -254,6 +257,9 @@ function printReport(
       '',
       'CPU per successful request (others: share of all cores used by other processes meanwhile)',
       formatTable(['', 'server', 'PostgreSQL', 'load generator', 'others'], cpuRows),
+      ...(busiest !== null && busiest > 0.2
+        ? [`warning: other processes took up to ${(busiest * 100).toFixed(0)} % of the cores during these runs; rates and latencies are worse than on a quiet machine`]
+        : []),
       ...(['rest', 'graphql', 'pgbench'] as const)
         .filter((face) => results[face]?.failures)
         .map((face) => `${face} failures: ${results[face]!.failures}`),
