@@ -159,7 +159,8 @@ describe('operational endpoints', () => {
   });
 
   it('reports unready once the database is gone', async () => {
-    const t = await startTestApp();
+    // No relay or delivery worker: their loops would be left talking to the closed database.
+    const t = await startTestApp({ WORKER: 'off' });
     await t.app.database.close();
     const res = await fetch(`${t.url}/readyz`);
     expect(res.status).toBe(503);
