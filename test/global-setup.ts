@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 
 /**
  * A self-signed certificate for the tests' HTTPS webhook receivers (localhost, 127.0.0.1). The
@@ -9,7 +10,24 @@ import path from 'node:path';
  * which Node reads at process start; set here, before vitest forks its workers, it reaches every
  * test process and every server or worker process they spawn.
  */
-export default function setup(): () => void {
+/** Drops the private schemas test files made (test/helpers.ts isolatedPostgresUrl), when no file runs. */
+async function dropTestSchemas(): Promise<void> {
+  const url = process.env.TEST_DATABASE_URL;
+  if (!url) return;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ name: string }>(
+      `select nspname as name from pg_namespace where nspname ~ '^t_[0-9a-f]{12}$'`,
+    );
+    for (const { name } of rows) await client.query(`drop schema if exists ${name} cascade`);
+  } finally {
+    await client.end();
+  }
+}
+
+export default async function setup(): Promise<() => Promise<void>> {
+  await dropTestSchemas(); // leftovers of an interrupted run
   const dir = mkdtempSync(path.join(os.tmpdir(), 'loyalty-test-tls-'));
   const key = path.join(dir, 'receiver-key.pem');
   const cert = path.join(dir, 'receiver-cert.pem');
@@ -23,5 +41,8 @@ export default function setup(): () => void {
   process.env.TEST_TLS_KEY = key;
   process.env.TEST_TLS_CERT = cert;
   process.env.NODE_EXTRA_CA_CERTS = cert;
-  return () => rmSync(dir, { recursive: true, force: true });
+  return async () => {
+    rmSync(dir, { recursive: true, force: true });
+    await dropTestSchemas();
+  };
 }
