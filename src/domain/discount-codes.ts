@@ -3,7 +3,7 @@ import type { DiscountCodeRow, DiscountCodesTable } from '../db/schema.js';
 import type { Queryable, Trx } from '../db/transaction.js';
 import { newId, randomString, READABLE_ALPHABET } from './ids.js';
 import type { RedemptionType } from './redemptions.js';
-import { decodeSeqCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
+import { type Page, type PageArgs, pageBySeqDesc } from './pagination.js';
 
 /** Random characters after the prefix: 31^10 ≈ 8·10^14 codes per prefix, so guessing one is hopeless. */
 export const DISCOUNT_CODE_RANDOM_LENGTH = 10;
@@ -83,20 +83,10 @@ export async function listDiscountCodes(
   customerId: string,
   args: PageArgs,
 ): Promise<Page<DiscountCode>> {
-  let query = db
+  const query = db
     .selectFrom('discount_codes')
     .selectAll()
     .where('shop_id', '=', shopId)
     .where('customer_id', '=', customerId);
-  if (args.after) {
-    query = query.where('seq', '<', decodeSeqCursor(args.after));
-  }
-  const rows = await query
-    .orderBy('seq', 'desc')
-    .limit(args.first + 1)
-    .execute();
-  return {
-    items: rows.slice(0, args.first).map((row) => ({ node: toDiscountCode(row), cursor: encodeCursor([row.seq]) })),
-    hasNextPage: rows.length > args.first,
-  };
+  return pageBySeqDesc(query, args, toDiscountCode);
 }

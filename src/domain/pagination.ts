@@ -1,3 +1,4 @@
+import type { SelectQueryBuilder } from 'kysely';
 import { ValidationError } from './errors.js';
 
 export type PageArgs = { first: number; after?: string | null | undefined };
@@ -42,4 +43,23 @@ export function decodeTimeCursor(cursor: string): { at: Date; id: string } {
 
 export function invalidCursor(): ValidationError {
   return new ValidationError('after: not a cursor this API returned', [{ path: 'after', message: 'invalid cursor' }]);
+}
+
+/**
+ * A newest-first keyset page over a query of rows with a `seq` column (a customer's ledger, its
+ * discount codes): rows before the cursor, one more than asked to learn whether more follow.
+ */
+export async function pageBySeqDesc<R extends { seq: number }, T>(
+  query: SelectQueryBuilder<any, any, R>,
+  args: PageArgs,
+  toNode: (row: R) => T,
+): Promise<Page<T>> {
+  const rows = await (args.after ? query.where('seq', '<', decodeSeqCursor(args.after)) : query)
+    .orderBy('seq', 'desc')
+    .limit(args.first + 1)
+    .execute();
+  return {
+    items: rows.slice(0, args.first).map((row) => ({ node: toNode(row), cursor: encodeCursor([row.seq]) })),
+    hasNextPage: rows.length > args.first,
+  };
 }

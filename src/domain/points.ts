@@ -6,7 +6,7 @@ import { type Customer, customerIdentifierSchema, lockCustomer, toCustomer } fro
 import { RuleViolationError } from './errors.js';
 import { type EventTopic, recordEvent } from './events.js';
 import { newId } from './ids.js';
-import { decodeSeqCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
+import { type Page, type PageArgs, pageBySeqDesc } from './pagination.js';
 import { parseInput } from './validation.js';
 
 export const ACTIVITY_TYPES = ['add_points', 'subtract_points', 'update_points', 'redeem_points', 'referral_reward'] as const;
@@ -170,22 +170,12 @@ export async function listActivities(
   customerId: string,
   args: PageArgs,
 ): Promise<Page<Activity>> {
-  let query = db
+  const query = db
     .selectFrom('activities')
     .selectAll()
     .where('shop_id', '=', shopId)
     .where('customer_id', '=', customerId);
-  if (args.after) {
-    query = query.where('seq', '<', decodeSeqCursor(args.after));
-  }
-  const rows = await query
-    .orderBy('seq', 'desc')
-    .limit(args.first + 1)
-    .execute();
-  return {
-    items: rows.slice(0, args.first).map((row) => ({ node: toActivity(row), cursor: encodeCursor([row.seq]) })),
-    hasNextPage: rows.length > args.first,
-  };
+  return pageBySeqDesc(query, args, toActivity);
 }
 
 /**
