@@ -25,20 +25,33 @@ const POINTS_ADD = `mutation PointsAdd($input: PointsChangeInput!) {
 }`;
 
 /**
- * changePoints('add') statement for statement, as Kysely sends them (BEGIN; SELECT … FOR NO KEY UPDATE;
- * UPDATE … RETURNING *; INSERT activity RETURNING *; INSERT outbox event; COMMIT). Ids and the
- * event's JSON are made in SQL because pgbench's client language has no strings.
+ * changePoints('add') as it reaches PostgreSQL: one statement (writeBalanceChange in
+ * src/domain/points.ts) that locks the customer, updates the balance and inserts the activity and
+ * the outbox event. Values the service sends as parameters are pgbench variables or SQL here
+ * (ids and timestamps made in SQL, as pgbench's script language has no strings).
  * test/bench-points-transaction.test.ts fails when changePoints and this script drift apart.
  */
 export const PGBENCH_TRANSACTION = `
 \\set cid random(:first_customer, :last_customer)
-BEGIN;
-select * from customers where shop_id = :shop and shopify_customer_id = :cid for no key update \\gset c_
-\\set new_points :c_points + 1
-update customers set points = :new_points, updated_at = now() where id = :c_id returning *;
-insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at) values (substr(md5(random()::text), 1, 24), :shop, :c_id, 'add_points', 'api', '${DESCRIPTION.pgbench}', null, :c_points, :new_points, now(), now()) returning * \\gset a_
-insert into outbox_events (id, shop_id, type, data) values ('evt_' || substr(md5(random()::text), 1, 24), :shop, 'points/added', jsonb_build_object('_id', :a_id::text, 'type', 'add_points', 'settingType', 'api', 'description', '${DESCRIPTION.pgbench}', 'note', null, 'oldPoints', :c_points::bigint, 'newPoints', :new_points::bigint, 'customer', :c_id::text, 'shop', :shop::text, 'createdAt', :a_created_at::timestamptz, 'updatedAt', :a_updated_at::timestamptz));
-COMMIT;
+with target as (
+  select id, points from customers where shop_id = :shop and shopify_customer_id = :cid for no key update
+), updated as (
+  update customers c set points = t.points + 1, updated_at = now()
+  from target t where c.id = t.id and t.points + 1 <= 2147483647
+  returning c.*, t.points as old_points
+), activity as (
+  insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at)
+  select substr(md5(random()::text), 1, 24), shop_id, id, 'add_points', 'api', '${DESCRIPTION.pgbench}', null, old_points, points, now(), now()
+  from updated
+  returning *
+), event as (
+  insert into outbox_events (id, shop_id, type, data)
+  select 'evt_' || substr(md5(random()::text), 1, 24), shop_id, 'points/added', jsonb_build_object(
+    '_id', id, 'type', type, 'settingType', setting_type, 'description', description, 'note', note,
+    'oldPoints', old_points, 'newPoints', new_points, 'customer', customer_id, 'shop', shop_id,
+    'createdAt', now()::text, 'updatedAt', now()::text)
+  from activity)
+select a.*, u.shopify_customer_id, u.email, u.birthday, u.created_at as customer_created_at from activity a, updated u;
 `;
 
 function randomCustomer(count: number): string {

@@ -23,9 +23,14 @@ export async function inTransaction<T>(db: DB, fn: (trx: Trx) => Promise<T>): Pr
   return result;
 }
 
-/** Runs `hook` after `trx` commits; never if it rolls back. `trx` must come from inTransaction. */
-export function afterCommit(trx: Trx, hook: () => void): void {
-  const hooks = commitHooks.get(trx);
+/**
+ * Runs `hook` once the changes made through `db` are committed: after the transaction commits (never
+ * if it rolls back), or at once when `db` is not a transaction, whose statement has committed already.
+ * A transaction must come from inTransaction.
+ */
+export function afterCommit(db: Queryable, hook: () => void): void {
+  if (!db.isTransaction) return hook();
+  const hooks = commitHooks.get(db as Trx);
   if (!hooks) throw new Error('afterCommit needs a transaction opened with inTransaction');
   hooks.push(hook);
 }

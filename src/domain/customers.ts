@@ -1,3 +1,4 @@
+import { type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { CustomerRow } from '../db/schema.js';
@@ -40,14 +41,17 @@ export const customerInputSchema = z.strictObject({
 export type CustomerInput = z.input<typeof customerInputSchema>;
 
 /**
- * The customer a `customerIdentifier` names: an e-mail when it contains `@` (matched
- * case-insensitively), otherwise the shop's own customer id.
+ * The condition naming the customer a `customerIdentifier` names: an e-mail when it contains `@`
+ * (matched case-insensitively), otherwise the shop's own customer id.
  */
-function selectByIdentifier(db: Queryable, shopId: string, identifier: string) {
-  const query = db.selectFrom('customers').selectAll().where('shop_id', '=', shopId);
+export function matchesIdentifier(identifier: string): RawBuilder<boolean> {
   return identifier.includes('@')
-    ? query.where((eb) => eb(eb.fn('lower', ['email']), '=', identifier.toLowerCase()))
-    : query.where('shopify_customer_id', '=', identifier);
+    ? sql<boolean>`lower(email) = ${identifier.toLowerCase()}`
+    : sql<boolean>`shopify_customer_id = ${identifier}`;
+}
+
+function selectByIdentifier(db: Queryable, shopId: string, identifier: string) {
+  return db.selectFrom('customers').selectAll().where('shop_id', '=', shopId).where(matchesIdentifier(identifier));
 }
 
 export async function findCustomer(db: Queryable, shopId: string, identifier: string): Promise<CustomerRow | undefined> {

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { afterCommit, type Trx } from '../db/transaction.js';
+import { afterCommit, type Queryable, type Trx } from '../db/transaction.js';
 import { randomString } from './ids.js';
 
 /** The webhook topics, in catalog order (DESIGN.md "Webhooks"). */
@@ -23,6 +23,10 @@ export function topicMatches(pattern: string, topic: string): boolean {
 
 const EVENT_ID_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
+export function newEventId(): string {
+  return `evt_${randomString(24, EVENT_ID_ALPHABET)}`;
+}
+
 /**
  * Writes an event to the outbox inside the caller's transaction, so it exists exactly when the
  * change it describes does. `data` is the resource after the change.
@@ -40,17 +44,22 @@ export async function recordEvents(
 ): Promise<string[]> {
   if (events.length === 0) return [];
   const rows = events.map(({ type, data }) => ({
-    id: `evt_${randomString(24, EVENT_ID_ALPHABET)}`,
+    id: newEventId(),
     shop_id: shopId,
     type,
     data: JSON.stringify(data),
   }));
   await trx.insertInto('outbox_events').values(rows).execute();
-  afterCommit(trx, () => outboxCommits.emit('commit'));
+  announceOutboxWrite(trx);
   return rows.map((row) => row.id);
 }
 
 const outboxCommits = new EventEmitter();
+
+/** Call after writing outbox events through `db`: wakes the relay once they are committed. */
+export function announceOutboxWrite(db: Queryable): void {
+  afterCommit(db, () => outboxCommits.emit('commit'));
+}
 
 /**
  * Calls `listener` whenever a transaction of this process that wrote outbox events commits, so

@@ -378,9 +378,10 @@ export async function redeemPoints(
       );
     }
     const change = await applyBalanceChange(trx, customer, {
+      op: 'subtract',
+      amount: data.pointsAmount,
       type: 'redeem_points',
       settingType: 'redemption',
-      newPoints: customer.points - data.pointsAmount,
       description: `Redeemed for "${option.name}"`,
       note: null,
     });

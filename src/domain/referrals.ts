@@ -269,10 +269,12 @@ async function linkRefereeIn(
   for (const { row, points, description } of rewards) {
     if (points <= 0) continue;
     // A reward raises the balance like /points/add does, so balance watchers hear points/added.
+    nextBalance('add', row.points, points);
     await applyBalanceChange(trx, row, {
+      op: 'add',
+      amount: points,
       type: 'referral_reward',
       settingType: 'referral',
-      newPoints: nextBalance('add', row.points, points),
       description,
       note: null,
       topic: 'points/added',

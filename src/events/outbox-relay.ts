@@ -48,8 +48,9 @@ export function createOutboxRelay(options: {
   handlers: OutboxHandler[];
   batchSize?: number;
   pollMs?: number;
+  coalesceMs?: number;
 }): OutboxRelay {
-  const { db, logger, handlers, batchSize = 200, pollMs = 250 } = options;
+  const { db, logger, handlers, batchSize = 200, pollMs = 250, coalesceMs = 10 } = options;
   let running = false;
   let loop: Promise<void> | undefined;
   let pending = false; // a commit happened since the last batch started
@@ -108,8 +109,11 @@ export function createOutboxRelay(options: {
         await sleep(pollMs);
         continue;
       }
-      if (relayed === batchSize || pending) continue;
-      await idle.sleep(pollMs);
+      if (relayed === batchSize) continue;
+      // Commits arrived during the batch: under load, let a few milliseconds of them gather into
+      // the next batch rather than paying a relay transaction for every handful of events.
+      if (pending) await sleep(coalesceMs);
+      else await idle.sleep(pollMs);
     }
   }
 
