@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
+import { Pool } from 'undici';
 
 /** What one measured phase produced, whatever drove it (autocannon or pgbench). */
 export type Measurement = {
@@ -111,4 +113,46 @@ export async function runHttpPhase(
   await beforeMeasured();
   const measured = await runHttpLoad({ ...load, amount: Math.max(load.connections, Math.round(rate * durationSec)) });
   return { measured, successes: successes + measured.ok };
+}
+
+/**
+ * Open-loop load: requests start on a fixed schedule, `rate` per second, whether or not earlier
+ * ones have been answered, and each latency counts from its scheduled start. This is the latency
+ * a client sees at a load the server keeps up with. (autocannon's own rate option sends each
+ * second's quota in a burst at the start of the second, which measures the burst's queue.)
+ */
+export async function runOpenLoop(load: Omit<HttpLoad, 'amount'> & { rate: number; durationSec: number }): Promise<Measurement> {
+  const pool = new Pool(new URL(load.url).origin, { connections: load.connections });
+  const { pathname, search } = new URL(load.url);
+  const total = Math.round(load.rate * load.durationSec);
+  const latencies: number[] = [];
+  let failed = 0;
+  const inFlight: Array<Promise<void>> = [];
+  const started = performance.now();
+  const send = async (scheduled: number) => {
+    try {
+      const res = await pool.request({ method: load.method ?? 'POST', path: pathname + search, headers: load.headers, body: load.body?.() });
+      await res.body.dump();
+      if (res.statusCode >= 200 && res.statusCode < 300) latencies.push(performance.now() - scheduled);
+      else failed++;
+    } catch {
+      failed++;
+    }
+  };
+  let sent = 0;
+  while (sent < total) {
+    // Every request whose start time has come, then a short sleep: at most a millisecond late.
+    const now = performance.now();
+    while (sent < total && started + (sent * 1000) / load.rate <= now) {
+      inFlight.push(send(started + (sent * 1000) / load.rate));
+      sent++;
+    }
+    await sleep(1);
+  }
+  await Promise.all(inFlight);
+  const durationSec = (performance.now() - started) / 1000;
+  await pool.close();
+  latencies.sort((a, b) => a - b);
+  const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)] ?? Number.NaN;
+  return { rate: latencies.length / durationSec, p50: at(50), p99: at(99), ok: latencies.length, failed, durationSec };
 }

@@ -6,7 +6,7 @@ import { createShop } from '../../src/domain/shops.js';
 import os from 'node:os';
 import { loadConfig } from '../../src/config.js';
 import { type CpuBreakdown, cpuBreakdown, sampleCpu } from '../lib/cpu.js';
-import { type Measurement, runHttpPhase } from '../lib/load.js';
+import { type Measurement, runHttpPhase, runOpenLoop } from '../lib/load.js';
 import { findPgbench, runPgbench } from '../lib/pgbench.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
@@ -23,6 +23,15 @@ type Face = keyof typeof DESCRIPTION;
 const POINTS_ADD = `mutation PointsAdd($input: PointsChangeInput!) {
   pointsAdd(input: $input) { activity { _id type oldPoints newPoints createdAt } userErrors { code field message } }
 }`;
+
+const PATHS = { rest: '/rest-api/v1/points/add', graphql: '/graphql' } as const;
+const BODIES = {
+  rest: (customerIdentifier: string) => ({ customerIdentifier, amount: 1, description: DESCRIPTION.rest }),
+  graphql: (customerIdentifier: string) => ({
+    query: POINTS_ADD,
+    variables: { input: { customerIdentifier, amount: 1, description: DESCRIPTION.graphql } },
+  }),
+};
 
 /**
  * changePoints('add') as it reaches PostgreSQL: one statement (writeBalanceChange in
@@ -96,9 +105,10 @@ async function checkLedger(url: string, shopId: string, successes: Record<Face, 
       { name: 'oldPoints = previous newPoints', ok: brokenChain === 0, detail: `${brokenChain} entries differ` },
     ];
     const { rows } = await client.query<{ description: string; activities: string; events: string }>(
-      `select a.description, count(*) as activities,
-              count(*) filter (where exists (select 1 from outbox_events e where e.data->>'_id' = a.id)) as events
-       from activities a where a.shop_id = $1 group by a.description`,
+      // A join, not a correlated EXISTS: that one scans the outbox once per activity.
+      `select a.description, count(distinct a.id) as activities, count(distinct e.data->>'_id') as events
+       from activities a left join outbox_events e on e.shop_id = a.shop_id and e.data->>'_id' = a.id
+       where a.shop_id = $1 group by a.description`,
       [shopId],
     );
     for (const face of Object.keys(DESCRIPTION) as Face[]) {
@@ -140,40 +150,48 @@ async function run(options: BenchOptions): Promise<boolean> {
       results[face] = m;
       process.stdout.write(`  ${face.padEnd(8)} ${fmt.rate(m.rate)} req/s, p50 ${fmt.ms(m.p50)}, p99 ${fmt.ms(m.p99)}\n`);
     };
-    const http = async (face: 'rest' | 'graphql', path: string, body: (customerIdentifier: string) => unknown) => {
+    const load = (face: 'rest' | 'graphql') => ({
+      url: `${server!.url}${PATHS[face]}`,
+      connections: options.connections,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+      body: () => JSON.stringify(BODIES[face](randomCustomer(options.customers))),
+    });
+    /** Closed loop: every connection sends its next request as soon as the last is answered. */
+    const saturate = async (face: 'rest' | 'graphql'): Promise<Measurement | undefined> => {
       await checkpoint();
-      const load = {
-        url: `${server!.url}${path}`,
-        connections: options.connections,
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
-        body: () => JSON.stringify(body(randomCustomer(options.customers))),
-      };
       let before = sampleCpu(server!.pid);
       const beforeMeasured = async () => {
         await checkpoint();
         before = sampleCpu(server!.pid);
       };
       try {
-        const { measured, successes: ok } = await runHttpPhase(load, options.durationSec, options.warmupSec, beforeMeasured);
+        const { measured, successes: ok } = await runHttpPhase(load(face), options.durationSec, options.warmupSec, beforeMeasured);
         cpu[face] = cpuBreakdown(before, sampleCpu(server!.pid), measured.ok, cores);
-        successes[face] = ok;
+        successes[face] += ok;
         record(face, measured);
+        return measured;
       } catch (err) {
         // One broken face should not hide the others' figures.
         phaseErrors.push(`${face}: ${(err as Error).message}`);
         process.stdout.write(`  ${face.padEnd(8)} FAILED: ${(err as Error).message}\n`);
+        return undefined;
       }
     };
 
-    await http('rest', '/rest-api/v1/points/add', (customerIdentifier) => ({
-      customerIdentifier,
-      amount: 1,
-      description: DESCRIPTION.rest,
-    }));
-    await http('graphql', '/graphql', (customerIdentifier) => ({
-      query: POINTS_ADD,
-      variables: { input: { customerIdentifier, amount: 1, description: DESCRIPTION.graphql } },
-    }));
+    // Saturated, then open loop at half that rate: closed-loop latency at saturation is mostly
+    // queueing (connections / rate), so the latency a shop sees at a load the server keeps up
+    // with needs its own phase.
+    const steady: Partial<Record<'rest' | 'graphql', Measurement>> = {};
+    for (const face of ['rest', 'graphql'] as const) {
+      const saturated = await saturate(face);
+      if (!saturated) continue;
+      const rate = Math.round(saturated.rate / 2);
+      await checkpoint();
+      const m = await runOpenLoop({ ...load(face), rate, durationSec: options.durationSec });
+      successes[face] += m.ok;
+      steady[face] = m;
+      process.stdout.write(`  ${face.padEnd(8)} at ${rate} req/s: p50 ${fmt.ms(m.p50)}, p99 ${fmt.ms(m.p99)}${m.failed ? `, ${m.failed} failed` : ''}\n`);
+    }
 
     const pgbench = findPgbench();
     if (pgbench) {
@@ -209,7 +227,7 @@ async function run(options: BenchOptions): Promise<boolean> {
 
     const checks = await checkLedger(schema.url, shopId, successes);
     for (const error of phaseErrors) checks.push({ name: 'phase ran', ok: false, detail: error.slice(0, 200) });
-    printReport(options, results, cpu, checks);
+    printReport(options, results, steady, cpu, checks);
     return checks.every((c) => c.ok);
   } finally {
     await server?.stop();
@@ -220,6 +238,7 @@ async function run(options: BenchOptions): Promise<boolean> {
 function printReport(
   options: BenchOptions,
   results: Partial<Record<Face, Measurement>>,
+  steady: Partial<Record<'rest' | 'graphql', Measurement>>,
   cpu: Partial<Record<Face, CpuBreakdown>>,
   checks: Check[],
 ): void {
@@ -232,6 +251,10 @@ function printReport(
       const label = { rest: 'REST POST /points/add', graphql: 'GraphQL pointsAdd', pgbench: 'pgbench, same SQL transaction' }[face];
       return [label, fmt.rate(m.rate), fmt.ms(m.p50), fmt.ms(m.p99), m.ok, m.failed, m.durationSec.toFixed(1)];
     });
+  for (const face of ['rest', 'graphql'] as const) {
+    const m = steady[face];
+    if (m) rows.push([`${face === 'rest' ? 'REST' : 'GraphQL'} at half that rate, open loop`, fmt.rate(m.rate), fmt.ms(m.p50), fmt.ms(m.p99), m.ok, m.failed, m.durationSec.toFixed(1)]);
+  }
 
   const ms = (n: number | null | undefined) => (n === null || n === undefined ? '-' : `${n.toFixed(2)} ms`);
   const cpuRows = (['rest', 'graphql', 'pgbench'] as const)
@@ -256,7 +279,10 @@ function printReport(
     targets.push(['GraphQL / REST rate', fmt.ratio(r), `>= ${TARGETS.graphqlVsRest}`, verdict(r >= TARGETS.graphqlVsRest)]);
   }
   for (const [name, m] of [['REST', rest], ['GraphQL', graphql]] as const) {
-    if (m) targets.push([`${name} p99`, fmt.ms(m.p99), `< ${TARGETS.p99Ms} ms`, verdict(m.p99 < TARGETS.p99Ms)]);
+    if (m) targets.push([`${name} p99, saturated`, fmt.ms(m.p99), `< ${TARGETS.p99Ms} ms`, verdict(m.p99 < TARGETS.p99Ms)]);
+  }
+  for (const [name, m] of [['REST', steady.rest], ['GraphQL', steady.graphql]] as const) {
+    if (m) targets.push([`${name} p99 at half that rate`, fmt.ms(m.p99), `< ${TARGETS.p99Ms} ms`, verdict(m.p99 < TARGETS.p99Ms)]);
   }
 
   process.stdout.write(
