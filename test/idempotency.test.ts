@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from './helpers.js';
+import { sse, until } from './live-helpers.js';
 
 let t: TestApp;
 let shop: { shopId: string; apiKey: string };
@@ -85,6 +86,22 @@ describe('Idempotency-Key', () => {
     expect((await balance('idem-3')).points).toBe(3);
     const reused = await t.post('/graphql', { query, variables: { input: { customerIdentifier: 'idem-3', amount: 4 } } }, shop.apiKey, headers);
     expect(reused.status).toBe(422);
+  });
+
+  it('leaves a subscription stream unstored: the same key opens a live stream again', async () => {
+    const query = 'subscription { customerPointsChanged(identifier: "idem-1") { points } }';
+    const headers = { 'idempotency-key': 'sse-key' };
+    const first = await sse(t.url, shop.apiKey, query, undefined, headers);
+    first.close();
+    await first.ended;
+    const second = await sse(t.url, shop.apiKey, query, undefined, headers);
+    expect([first.status, second.status]).toEqual([200, 200]);
+    expect(second.contentType).toContain('text/event-stream');
+    await t.post('/rest-api/v1/points/add', { customerIdentifier: 'idem-1', amount: 1 }, shop.apiKey);
+    await until(() => second.events.length > 0, 10_000, 'an event on the second stream');
+    expect(second.events[0]!.data.data.customerPointsChanged.points).toBeGreaterThan(0);
+    second.close();
+    await second.ended;
   });
 
   it('rejects an unusable key with 400', async () => {

@@ -50,11 +50,17 @@ export type SseStream = {
   close(): void;
 };
 
-export async function sse(baseUrl: string, apiKey: string, query: string, variables?: Record<string, unknown>): Promise<SseStream> {
+export async function sse(
+  baseUrl: string,
+  apiKey: string,
+  query: string,
+  variables?: Record<string, unknown>,
+  headers: Record<string, string> = {},
+): Promise<SseStream> {
   const abort = new AbortController();
   const res = await fetch(`${baseUrl}/graphql`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${apiKey}` },
+    headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${apiKey}`, ...headers },
     body: JSON.stringify({ query, variables }),
     signal: abort.signal,
   });

@@ -45,11 +45,12 @@ export function idempotencyHooks(db: DB) {
       const key = request.idempotencyKey;
       if (!key || !request.shop) return payload;
       request.idempotencyKey = undefined;
-      // Failures the client should retry leave the key free for that retry.
-      if (reply.statusCode >= 500 || reply.statusCode === 429) {
+      const body = typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : undefined;
+      // Failures the client should retry leave the key free for that retry. So does a stream (an SSE
+      // subscription): it cannot be stored, and opening it again changes nothing.
+      if (body === undefined || reply.statusCode >= 500 || reply.statusCode === 429) {
         await releaseIdempotencyKey(db, request.shop.id, key);
       } else {
-        const body = typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : '';
         await completeIdempotencyKey(db, request.shop.id, key, { status: reply.statusCode, body });
       }
       return payload;
