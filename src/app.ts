@@ -5,6 +5,7 @@ import { migrateToLatest } from './db/migrate.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
 import { createEventBus, type EventBus } from './events/bus.js';
 import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
+import { createMetrics } from './http/metrics.js';
 import { createHttpServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { createRateLimiter, type RateLimiter } from './rate-limit/limiter.js';
@@ -41,11 +42,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     url: config.databaseUrl,
     dataDir: config.dataDir, // used only without a url
     poolSize: config.databasePoolSize,
+    maxWaiting: config.databasePoolMaxWaiting,
+    acquireTimeoutMs: config.databasePoolAcquireTimeoutMs,
   });
   let http: Awaited<ReturnType<typeof createHttpServer>>;
   let rateLimiter: RateLimiter | undefined;
   let deliveryWorker: DeliveryWorker;
   let bus: EventBus | undefined;
+  const metrics = createMetrics({ database, liveSubscriptions: () => bus?.stats().subscriptions ?? 0 });
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length) logger.info({ migrations: applied }, 'database migrated');
@@ -66,6 +70,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       timeoutMs: config.webhookTimeoutMs,
       concurrency: config.webhookConcurrency,
       retentionMs: config.webhookRetentionDays * 24 * HOUR,
+      onAttempt: (outcome) => metrics.webhookAttempt(outcome),
     });
     rateLimiter = await createRateLimiter({
       db: database.db,
@@ -74,6 +79,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       defaultLimit: config.rateLimitPerMinute,
       keyPrefix: config.redisKeyPrefix,
       clock: options.clock,
+      onRejected: (operation) => metrics.rateLimited(operation),
     });
     bus = createEventBus({
       logger,
@@ -81,7 +87,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       keyPrefix: config.redisKeyPrefix,
       subscriptionsPerShop: config.subscriptionsPerShop,
     });
-    http = await createHttpServer({ db: database.db, logger, rateLimiter, webhooks, bus });
+    http = await createHttpServer({ db: database.db, logger, rateLimiter, webhooks, bus, metrics });
   } catch (err) {
     await bus?.close();
     await rateLimiter?.close();

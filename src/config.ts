@@ -14,6 +14,10 @@ const configSchema = z.object({
     z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   ),
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(20),
+  // Overload shedding: requests that may queue for a pooled connection once all are busy (the
+  // next one is answered 503 at once), and how long a queued one may wait before it gets a 503.
+  DATABASE_POOL_MAX_WAITING: z.coerce.number().int().min(0).max(100_000).default(100),
+  DATABASE_POOL_ACQUIRE_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
   REDIS_URL: optionalString.pipe(
     z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
   ),
@@ -57,6 +61,8 @@ export type Config = {
   dataDir: string;
   databaseUrl: string | undefined;
   databasePoolSize: number;
+  databasePoolMaxWaiting: number;
+  databasePoolAcquireTimeoutMs: number;
   redisUrl: string | undefined;
   logLevel: (typeof LOG_LEVELS)[number];
   worker: boolean;
@@ -86,6 +92,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: c.DATA_DIR,
     databaseUrl: c.DATABASE_URL,
     databasePoolSize: c.DATABASE_POOL_SIZE,
+    databasePoolMaxWaiting: c.DATABASE_POOL_MAX_WAITING,
+    databasePoolAcquireTimeoutMs: c.DATABASE_POOL_ACQUIRE_TIMEOUT_MS,
     redisUrl: c.REDIS_URL,
     logLevel: c.LOG_LEVEL,
     worker: c.WORKER === 'on',

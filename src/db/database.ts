@@ -11,6 +11,8 @@ export type DB = Kysely<Database>;
 export type DatabaseHandle = {
   db: DB;
   kind: 'postgres' | 'pglite';
+  /** The PostgreSQL pool's occupancy (for /metrics); absent on PGlite, which has no pool. */
+  poolStats?: () => PoolStats;
   /** Closes the pool (or the embedded database) and releases the data-folder lock. */
   close(): Promise<void>;
 };
@@ -21,7 +23,24 @@ export type DatabaseOptions = {
   /** Folder for PGlite's files; `memory://` (or absent) means an in-memory database. */
   dataDir?: string | undefined;
   poolSize?: number;
+  /** How long a query may wait for a pooled connection (or for a new one to connect). */
+  acquireTimeoutMs?: number;
+  /** Requests allowed to queue for a connection once all are busy; the next is refused at once. */
+  maxWaiting?: number;
 };
+
+export type PoolStats = { total: number; idle: number; waiting: number };
+
+/**
+ * Every pooled connection is busy and the queue for one is full: the request is refused at once
+ * (503 with Retry-After) instead of queueing until it times out, so a server under more load
+ * than its database takes keeps answering.
+ */
+export class DatabaseOverloadedError extends Error {
+  constructor(readonly waiting: number) {
+    super(`all database connections are busy and ${waiting} requests already wait for one`);
+  }
+}
 
 const INT8_OID = 20;
 // Balances are bigint in SQL; as JS numbers they are exact up to 2^53, far beyond any balance we allow.
@@ -33,7 +52,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
       connectionString: options.url,
       max: options.poolSize ?? 20,
       // Fail fast instead of queueing forever when the database is gone or saturated.
-      connectionTimeoutMillis: 5_000,
+      connectionTimeoutMillis: options.acquireTimeoutMs ?? 5_000,
       types: {
         getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
           oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
@@ -41,8 +60,21 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
     });
     // An idle client losing its connection must not crash the process; the pool replaces it.
     pool.on('error', () => {});
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-    return { db, kind: 'postgres', close: () => db.destroy() };
+    const maxWaiting = options.maxWaiting ?? 100;
+    // pg-pool queues a request also while an idle connection is about to be handed to it (until
+    // the next tick), so only the requests beyond the idle connections really wait.
+    const waiting = () => Math.max(0, pool.waitingCount - pool.idleCount);
+    const bounded = {
+      connect: () => (waiting() >= maxWaiting ? Promise.reject(new DatabaseOverloadedError(waiting())) : pool.connect()),
+      end: () => pool.end(),
+    };
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: bounded }) });
+    return {
+      db,
+      kind: 'postgres',
+      poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: waiting() }),
+      close: () => db.destroy(),
+    };
   }
 
   const dataDir = options.dataDir?.startsWith('memory://') ? undefined : options.dataDir;
@@ -71,9 +103,11 @@ export async function isDatabaseReachable(db: DB, timeoutMs = 2_000): Promise<bo
   const timeout = new Promise<boolean>((resolve) => {
     timer = setTimeout(() => resolve(false), timeoutMs);
   });
+  // A full pool is a busy database, not an unreachable one: going unready then would only move
+  // the load to the other instances (and take all of them out of rotation together).
   const probe = sql`select 1`.execute(db).then(
     () => true,
-    () => false,
+    (err) => err instanceof DatabaseOverloadedError,
   );
   try {
     return await Promise.race([probe, timeout]);

@@ -1,3 +1,4 @@
+import { DatabaseOverloadedError } from '../db/database.js';
 import { ConflictError, DomainError, NotFoundError, RuleViolationError, ValidationError, type FieldIssue } from '../domain/errors.js';
 
 /** The REST error envelope (DESIGN.md "Errors"). */
@@ -73,6 +74,10 @@ export function toErrorResponse(err: unknown): ErrorResponse {
   const e = (err ?? {}) as { code?: string; statusCode?: number; message?: string };
   const known = e.code ? FASTIFY_ERRORS[e.code] : undefined;
   if (known) return make(known.status, known.code, known.message ?? e.message ?? known.code);
+  if (err instanceof DatabaseOverloadedError) {
+    // Shed before touching the database: nothing was done, so a retry is safe. Not logged per request.
+    return make(503, 'overloaded', 'the server is at capacity; retry shortly', { headers: { 'retry-after': '1' } });
+  }
   if (isDatabaseUnavailable(e)) {
     return make(503, 'service_unavailable', 'the database is unreachable; retry shortly', {
       headers: { 'retry-after': '5' },

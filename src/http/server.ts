@@ -12,6 +12,7 @@ import { resolveShop } from './auth.js';
 import { HttpError, toErrorResponse } from './errors.js';
 import { registerDashboard } from './dashboard.js';
 import { idempotencyHooks } from './idempotency.js';
+import { type Metrics, registerMetrics } from './metrics.js';
 import { attachGraphQLWebSocket } from './websocket.js';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -29,6 +30,7 @@ export async function createHttpServer(deps: {
   rateLimiter: RateLimiter;
   webhooks: WebhookSubscriptionDeps;
   bus: EventBus;
+  metrics: Metrics;
 }): Promise<FastifyInstance> {
   const { db, logger, rateLimiter, webhooks, bus } = deps;
   const app = Fastify({
@@ -51,6 +53,7 @@ export async function createHttpServer(deps: {
     reply.header('x-request-id', request.id);
     return payload;
   });
+  registerMetrics(app, deps.metrics);
 
   app.setErrorHandler((err, request, reply) => {
     const { body, headers, internal } = toErrorResponse(err);

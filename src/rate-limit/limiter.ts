@@ -29,6 +29,8 @@ export type RateLimiterOptions = {
   keyPrefix?: string;
   /** Fixed in tests; otherwise the store's own clock (Redis's, when shared). */
   clock?: () => number;
+  /** Told of every refusal, with the operation reported (for /metrics). */
+  onRejected?: (operation: string) => void;
 };
 
 export class RateLimiter {
@@ -70,6 +72,7 @@ export class RateLimiter {
       : states
           .filter((_, i) => result.buckets[i]!.count + buckets[i]!.cost > buckets[i]!.limit)
           .reduce((a, b) => (b.resetSeconds > a.resetSeconds ? b : a));
+    if (!result.allowed) this.options.onRejected?.(reported.operation);
     return { allowed: result.allowed, ...reported };
   }
 
@@ -117,6 +120,7 @@ export type CreateRateLimiterOptions = {
   defaultLimit: number;
   keyPrefix: string;
   clock?: (() => number) | undefined;
+  onRejected?: (operation: string) => void;
 };
 
 /** Redis (with the in-memory fallback) when REDIS_URL is set, else memory alone. */
@@ -145,5 +149,6 @@ export async function createRateLimiter(options: CreateRateLimiterOptions): Prom
     shopLimit: cachedShopLimits(options.db),
     keyPrefix: options.keyPrefix,
     clock: options.clock,
+    onRejected: options.onRejected,
   });
 }

@@ -42,6 +42,8 @@ export type DeliveryWorkerOptions = {
   clock?: () => number;
   /** Jitter source, [0, 1). */
   random?: () => number;
+  /** Told of every attempt made (for /metrics). */
+  onAttempt?: (outcome: AttemptOutcome) => void;
 };
 
 export type DeliveryWorker = {
@@ -148,6 +150,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       await handBack(db, [claimed], now());
       return;
     }
+    options.onAttempt?.(outcome);
     const record: AttemptRecord = {
       attemptedAt,
       url: target.url,

@@ -1,0 +1,140 @@
+import type { FastifyInstance } from 'fastify';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { DatabaseHandle, PoolStats } from '../db/database.js';
+
+/**
+ * Operations metrics in the Prometheus text format, on a registry each app owns (two apps in one
+ * process, as in tests, never share counters). Labels are route patterns, operation names and
+ * status codes: never raw URLs, shop ids or keys.
+ */
+export type Metrics = {
+  registry: Registry;
+  /** The delivery worker reports every attempt it made (an attempt cut short by a stop is none). */
+  webhookAttempt(outcome: { ok: boolean; statusCode: number | null }): void;
+  /** The rate limiter reports each refusal, by the operation whose bucket was full. */
+  rateLimited(operation: string): void;
+  /** Counts and times one HTTP response. */
+  httpResponse(labels: { method: string; route: string; status: number }, seconds: number | null): void;
+};
+
+export type MetricSources = {
+  database: DatabaseHandle;
+  /** Open graphql-ws and SSE subscriptions (the event bus holds both). */
+  liveSubscriptions: () => number;
+};
+
+const QUEUED_STATUSES = ['pending', 'retrying', 'sending'] as const;
+
+export function createMetrics(sources: MetricSources): Metrics {
+  const registry = new Registry();
+  const registers = [registry];
+  // RSS, heap, event-loop lag (nodejs_eventloop_lag_p99_seconds), GC, handles.
+  collectDefaultMetrics({ register: registry });
+
+  const httpRequests = new Counter({
+    name: 'loyalty_http_requests_total',
+    help: 'HTTP responses by method, route pattern and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers,
+  });
+  const httpDuration = new Histogram({
+    name: 'loyalty_http_request_duration_seconds',
+    help: 'Time from request to response, by method and route pattern (SSE streams are not timed)',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers,
+  });
+  const attempts = new Counter({
+    name: 'loyalty_webhook_delivery_attempts_total',
+    help: 'Webhook delivery attempts: outcome delivered (2xx), rejected (another status) or no_response (network error, timeout, blocked)',
+    labelNames: ['outcome', 'status'] as const,
+    registers,
+  });
+  const rateLimited = new Counter({
+    name: 'loyalty_rate_limit_rejections_total',
+    help: 'Requests refused with 429, by rate-limited operation',
+    labelNames: ['operation'] as const,
+    registers,
+  });
+
+  // Gauges read when scraped, so they cost nothing between scrapes.
+  new Gauge({
+    name: 'loyalty_live_subscriptions',
+    help: 'Open live subscriptions (graphql-ws and SSE)',
+    registers,
+    collect() {
+      this.set(sources.liveSubscriptions());
+    },
+  });
+  const { database } = sources;
+  new Gauge({
+    name: 'loyalty_webhook_deliveries_queued',
+    help: 'Webhook deliveries with an attempt still due, by status (absent when the database did not answer)',
+    labelNames: ['status'] as const,
+    registers,
+    async collect() {
+      this.reset();
+      // One probe of the partial index on due_at; a scrape must not fail because the database is down.
+      const rows = await database.db
+        .selectFrom('webhook_deliveries')
+        .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+        .where('due_at', 'is not', null)
+        .groupBy('status')
+        .execute()
+        .catch(() => null);
+      if (!rows) return;
+      for (const status of QUEUED_STATUSES) this.set({ status }, 0);
+      for (const row of rows) this.set({ status: row.status }, Number(row.n));
+    },
+  });
+  const poolStats = database.poolStats;
+  if (poolStats) {
+    // PGlite is one embedded connection without a pool: these are PostgreSQL only.
+    const poolGauge = (name: string, help: string, read: (s: PoolStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.set(read(poolStats()));
+        },
+      });
+    poolGauge('loyalty_db_pool_connections', 'PostgreSQL connections open in the pool', (s) => s.total);
+    poolGauge('loyalty_db_pool_idle_connections', 'Open pool connections not in use', (s) => s.idle);
+    poolGauge('loyalty_db_pool_waiting_requests', 'Queries waiting for a pool connection (bounded by DATABASE_POOL_MAX_WAITING)', (s) => s.waiting);
+  }
+
+  return {
+    registry,
+    webhookAttempt({ ok, statusCode }) {
+      const outcome = ok ? 'delivered' : statusCode === null ? 'no_response' : 'rejected';
+      attempts.inc({ outcome, status: statusCode === null ? 'none' : String(statusCode) });
+    },
+    rateLimited(operation) {
+      rateLimited.inc({ operation });
+    },
+    httpResponse({ method, route, status }, seconds) {
+      httpRequests.inc({ method, route, status: String(status) });
+      if (seconds !== null) httpDuration.observe({ method, route }, seconds);
+    },
+  };
+}
+
+/**
+ * Counts every response under its route pattern (`unmatched` for a 404 without a route, so
+ * scanners cannot mint label values) and serves GET /metrics. /metrics takes no API key: it is
+ * for the operator's Prometheus and must not be exposed publicly (block it at the proxy).
+ */
+export function registerMetrics(app: FastifyInstance, metrics: Metrics): void {
+  app.addHook('onResponse', async (request, reply) => {
+    const streamed = String(reply.getHeader('content-type') ?? '').startsWith('text/event-stream');
+    metrics.httpResponse(
+      { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: reply.statusCode },
+      streamed ? null : reply.elapsedTime / 1000,
+    );
+  });
+  app.get('/metrics', async (_request, reply) => {
+    const body = await metrics.registry.metrics();
+    return reply.header('content-type', metrics.registry.contentType).send(body);
+  });
+}
