@@ -6,6 +6,7 @@ import * as redemptionsReferrals from './2026_11_22_002_redemptions_referrals.js
 import * as webhooks from './2026_11_22_003_webhooks.js';
 import * as outboxRelay from './2026_11_22_004_outbox_relay.js';
 import * as webhookDelivery from './2026_11_22_005_webhook_delivery.js';
+import * as shopSettings from './2026_11_22_006_shop_settings.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_22_003_webhooks': webhooks,
   '2026_11_22_004_outbox_relay': outboxRelay,
   '2026_11_22_005_webhook_delivery': webhookDelivery,
+  '2026_11_22_006_shop_settings': shopSettings,
 };

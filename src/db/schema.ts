@@ -11,6 +11,8 @@ export interface ShopsTable {
   referral_referee_points: Defaulted<number>;
   /** Overrides RATE_LIMIT_PER_MINUTE for this shop; null means the default. */
   rate_limit_per_minute: ColumnType<number | null, number | null | undefined, number | null>;
+  /** Overrides WEBHOOK_RETENTION_DAYS for this shop's delivery records; null means the default. */
+  webhook_retention_days: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface ApiKeysTable {

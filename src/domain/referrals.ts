@@ -16,7 +16,8 @@ import { recordEvent } from './events.js';
 import { newId, randomString, READABLE_ALPHABET } from './ids.js';
 import { customerPageQuerySchema, offsetOf } from './offset-pages.js';
 import { decodeSeqCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
-import { applyBalanceChange, MAX_AMOUNT, nextBalance } from './points.js';
+import { applyBalanceChange, nextBalance } from './points.js';
+import { shopSettingsInputSchema, updateShopSettings } from './shop-settings.js';
 import { parseInput } from './validation.js';
 
 /** Short enough to say over the phone, 31^8 ≈ 8.5·10^11 per shop. */
@@ -44,11 +45,7 @@ export type Referee = {
 /** Points granted when a referee signs up; 0 grants nothing. */
 export type ReferralSettings = { referrerPoints: number; refereePoints: number };
 
-const rewardPoints = z.number().int().min(0).max(MAX_AMOUNT);
-export const referralSettingsInputSchema = z.strictObject({
-  referrerPoints: rewardPoints.optional(),
-  refereePoints: rewardPoints.optional(),
-});
+export const referralSettingsInputSchema = shopSettingsInputSchema.pick({ referrerPoints: true, refereePoints: true });
 
 /** Codes are shown in capitals; accept them typed in any case. */
 export const referralCodeSchema = z
@@ -188,18 +185,10 @@ export async function getReferralSettings(db: Queryable, shopId: string): Promis
   return { referrerPoints: row.referral_referrer_points, refereePoints: row.referral_referee_points };
 }
 
+/** The referral part of updateShopSettings (GraphQL shopReferralSettingsUpdate). */
 export async function updateReferralSettings(db: DB, shopId: string, input: unknown): Promise<{ referralSettings: ReferralSettings }> {
-  const data = parseInput(referralSettingsInputSchema, input);
-  if (data.referrerPoints === undefined && data.refereePoints === undefined) {
-    return { referralSettings: await getReferralSettings(db, shopId) };
-  }
-  const row = await db
-    .updateTable('shops')
-    .set({ referral_referrer_points: data.referrerPoints, referral_referee_points: data.refereePoints })
-    .where('id', '=', shopId)
-    .returning(['referral_referrer_points', 'referral_referee_points'])
-    .executeTakeFirstOrThrow();
-  return { referralSettings: { referrerPoints: row.referral_referrer_points, refereePoints: row.referral_referee_points } };
+  const { settings } = await updateShopSettings(db, shopId, parseInput(referralSettingsInputSchema, input));
+  return { referralSettings: { referrerPoints: settings.referrerPoints, refereePoints: settings.refereePoints } };
 }
 
 type Referrer = { customerId: string; code: string };

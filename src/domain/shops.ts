@@ -1,8 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { Queryable } from '../db/transaction.js';
-import { NotFoundError } from './errors.js';
+import { NotFoundError, RuleViolationError } from './errors.js';
 import { newId, randomString } from './ids.js';
+import { parseInput } from './validation.js';
 
 export type Shop = { id: string; name: string; createdAt: Date };
 export type ApiKeyInfo = { id: string; prefix: string; createdAt: Date; revokedAt: Date | null };
@@ -56,7 +58,8 @@ export async function revokeApiKey(db: Queryable, shopId: string, prefixOrKey: s
   const prefix = prefixOrKey.replace(/^lk_/, '').slice(0, 10);
   const row = await db
     .updateTable('api_keys')
-    .set({ revoked_at: new Date() })
+    // Revoking again keeps the time of the first revocation.
+    .set((eb) => ({ revoked_at: eb.fn.coalesce('revoked_at', eb.val(new Date())) }))
     .where('shop_id', '=', shopId)
     .where('prefix', '=', prefix)
     .returning(['id', 'prefix', 'created_at', 'revoked_at'])
@@ -65,6 +68,32 @@ export async function revokeApiKey(db: Queryable, shopId: string, prefixOrKey: s
   revocationEpoch++;
   if (!row) throw new NotFoundError('api_key_not_found', `shop ${shopId} has no key with prefix ${prefix}`);
   return { id: row.id, prefix: row.prefix, createdAt: row.created_at, revokedAt: row.revoked_at };
+}
+
+/** The public prefix of a well-formed key (the ten characters after `lk_`), else null. */
+export function apiKeyPrefix(apiKey: string): string | null {
+  return KEY_PATTERN.exec(apiKey)?.[1] ?? null;
+}
+
+export const apiKeyRevokeInputSchema = z.strictObject({
+  prefix: z
+    .string()
+    .trim()
+    .regex(/^(lk_)?[a-z0-9]{10}$/, 'an API key prefix: lk_ and ten characters, as apiKeys lists it')
+    .transform((p) => p.replace(/^lk_/, '')),
+});
+
+/**
+ * Revokes one of the shop's keys on behalf of a request made with `requestKey` (null when not
+ * known), which cannot revoke itself: a shop cannot lock itself out by mistake. To rotate, create
+ * a key, switch to it, and revoke the old one with the new one.
+ */
+export async function revokeApiKeyOnRequest(db: Queryable, shopId: string, input: unknown, requestKey: string | null): Promise<ApiKeyInfo> {
+  const { prefix } = parseInput(apiKeyRevokeInputSchema, input);
+  if (requestKey !== null && apiKeyPrefix(requestKey) === prefix) {
+    throw new RuleViolationError('api_key_in_use', 'a key cannot revoke itself: revoke it with another of the shop\'s keys', ['prefix']);
+  }
+  return revokeApiKey(db, shopId, prefix);
 }
 
 export async function listApiKeys(db: Queryable, shopId: string): Promise<ApiKeyInfo[]> {

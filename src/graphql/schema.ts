@@ -9,6 +9,7 @@ import './referral.js';
 import './webhook.js';
 import './webhook-delivery.js';
 import './events.js';
+import './shop.js';
 
 export const schema = builder.toSchema();
 

@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import type { DB } from '../db/database.js';
+import { shopSettingsGeneration } from '../domain/shop-settings.js';
 import type { Logger } from '../logger.js';
 import { FallbackStore } from './fallback-store.js';
 import { MemoryStore } from './memory-store.js';
@@ -97,18 +98,21 @@ export function rateLimitMessage(decision: RateLimitDecision): string {
 
 /**
  * The shop's override, cached briefly: the lookup would otherwise add a query to every request.
- * A changed override takes effect within `ttlMs`.
+ * A change made in this process (shopSettingsUpdate) takes effect at once; one made by another
+ * instance within `ttlMs`.
  */
 export function cachedShopLimits(db: DB, ttlMs = 30_000): (shopId: string) => Promise<number | null> {
-  const cache = new Map<string, { value: number | null; expires: number }>();
+  const cache = new Map<string, { value: number | null; expires: number; generation: number }>();
   return async (shopId) => {
     const now = Date.now();
+    const generation = shopSettingsGeneration();
     const hit = cache.get(shopId);
-    if (hit && hit.expires > now) return hit.value;
+    if (hit && hit.expires > now && hit.generation === generation) return hit.value;
     const row = await db.selectFrom('shops').select('rate_limit_per_minute').where('id', '=', shopId).executeTakeFirst();
     if (cache.size >= 10_000) cache.clear();
     const value = row?.rate_limit_per_minute ?? null;
-    cache.set(shopId, { value, expires: now + ttlMs });
+    // Stamped with the generation read before the query: a change committed meanwhile makes it stale.
+    cache.set(shopId, { value, expires: now + ttlMs, generation });
     return value;
   };
 }

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import type { DB } from '../db/database.js';
 import type { WebhookAttemptTrigger, WebhookDeliveryStatus } from '../db/schema.js';
 import { newId } from '../domain/ids.js';
@@ -171,17 +171,40 @@ export async function handBack(db: DB, claims: readonly ClaimedDelivery[], now: 
   }
 }
 
+const DAY_MS = 24 * 60 * 60 * 1000;
+
 /**
- * Deletes deliveries created before `before` that have nothing left to do, with their attempts,
- * `batchSize` at a time so no statement holds many locks for long. Resolves to the number deleted.
+ * Deletes deliveries that have nothing left to do, with their attempts: those created before
+ * `before` (the server's retention), or for a shop with its own webhook_retention_days, created
+ * that many days before `now`. `batchSize` at a time so no statement holds many locks for long.
+ * Resolves to the number deleted.
  */
-export async function purgeDeliveries(db: DB, before: Date, batchSize = 500): Promise<number> {
+export async function purgeDeliveries(db: DB, before: Date, batchSize = 500, now = new Date()): Promise<number> {
+  // Few shops override it; one pass each keeps every pass on an index range of created_at.
+  const overrides = await db
+    .selectFrom('shops')
+    .select(['id', 'webhook_retention_days'])
+    .where('webhook_retention_days', 'is not', null)
+    .execute();
+  let total = await purgeBatches(
+    db,
+    sql`created_at < ${before} and shop_id not in (select id from shops where webhook_retention_days is not null)`,
+    batchSize,
+  );
+  for (const shop of overrides) {
+    const cutoff = new Date(now.getTime() - shop.webhook_retention_days! * DAY_MS);
+    total += await purgeBatches(db, sql`shop_id = ${shop.id} and created_at < ${cutoff}`, batchSize);
+  }
+  return total;
+}
+
+async function purgeBatches(db: DB, condition: RawBuilder<unknown>, batchSize: number): Promise<number> {
   let total = 0;
   for (;;) {
     const { rows } = await sql<{ id: string }>`
       delete from webhook_deliveries where id in (
         select id from webhook_deliveries
-        where created_at < ${before} and due_at is null and status <> 'sending'
+        where ${condition} and due_at is null and status <> 'sending'
         limit ${batchSize}
         for update skip locked
       )

@@ -213,7 +213,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   }
 
   async function purge(): Promise<number> {
-    const purged = await purgeDeliveries(db, new Date(clock() - retentionMs));
+    const purged = await purgeDeliveries(db, new Date(clock() - retentionMs), undefined, now());
     if (purged) logger.info({ purged }, 'old webhook deliveries purged');
     return purged;
   }

@@ -1,0 +1,92 @@
+import { z } from 'zod';
+import type { DB } from '../db/database.js';
+import type { Queryable } from '../db/transaction.js';
+import { NotFoundError } from './errors.js';
+import { MAX_AMOUNT } from './points.js';
+import { parseInput } from './validation.js';
+
+/**
+ * A shop's own settings. `rateLimitPerMinute` and `webhookRetentionDays` are overrides: null means
+ * the server's default (RATE_LIMIT_PER_MINUTE, WEBHOOK_RETENTION_DAYS).
+ */
+export type ShopSettings = {
+  /** Points for the referrer per referee; 0 grants nothing. */
+  referrerPoints: number;
+  /** Points for the referee on sign-up; 0 grants nothing. */
+  refereePoints: number;
+  rateLimitPerMinute: number | null;
+  webhookRetentionDays: number | null;
+};
+
+/** Wide enough for any real shop, narrow enough that a typo cannot switch the limit off. */
+export const RATE_LIMIT_BOUNDS = { min: 1, max: 10_000 } as const;
+/** At least a day to look into a failure; at most a quarter of payloads and attempts to store. */
+export const WEBHOOK_RETENTION_DAYS_BOUNDS = { min: 1, max: 90 } as const;
+
+const rewardPoints = z.number().int().min(0).max(MAX_AMOUNT);
+
+/** Omitted fields keep their value; null resets an override to the server default. */
+export const shopSettingsInputSchema = z.strictObject({
+  referrerPoints: rewardPoints.optional(),
+  refereePoints: rewardPoints.optional(),
+  rateLimitPerMinute: z.number().int().min(RATE_LIMIT_BOUNDS.min).max(RATE_LIMIT_BOUNDS.max).nullable().optional(),
+  webhookRetentionDays: z
+    .number()
+    .int()
+    .min(WEBHOOK_RETENTION_DAYS_BOUNDS.min)
+    .max(WEBHOOK_RETENTION_DAYS_BOUNDS.max)
+    .nullable()
+    .optional(),
+});
+
+// Bumped by every settings change in this process, so caches of settings (the rate limiter's
+// per-shop limit) drop what they read before it: a change takes effect here at once.
+let generation = 0;
+
+/** Changes whenever a shop's settings change in this process; caches compare it to what they stored. */
+export function shopSettingsGeneration(): number {
+  return generation;
+}
+
+const COLUMNS = ['referral_referrer_points', 'referral_referee_points', 'rate_limit_per_minute', 'webhook_retention_days'] as const;
+
+function toSettings(row: {
+  referral_referrer_points: number;
+  referral_referee_points: number;
+  rate_limit_per_minute: number | null;
+  webhook_retention_days: number | null;
+}): ShopSettings {
+  return {
+    referrerPoints: row.referral_referrer_points,
+    refereePoints: row.referral_referee_points,
+    rateLimitPerMinute: row.rate_limit_per_minute,
+    webhookRetentionDays: row.webhook_retention_days,
+  };
+}
+
+function shopNotFound(shopId: string) {
+  return new NotFoundError('shop_not_found', `no shop with id ${shopId}`);
+}
+
+export async function getShopSettings(db: Queryable, shopId: string): Promise<ShopSettings> {
+  const row = await db.selectFrom('shops').select(COLUMNS).where('id', '=', shopId).executeTakeFirst();
+  if (!row) throw shopNotFound(shopId);
+  return toSettings(row);
+}
+
+/** The one writer of shop settings (GraphQL shopSettingsUpdate and shopReferralSettingsUpdate). */
+export async function updateShopSettings(db: DB, shopId: string, input: unknown): Promise<{ settings: ShopSettings }> {
+  const data = parseInput(shopSettingsInputSchema, input);
+  const changes = {
+    referral_referrer_points: data.referrerPoints,
+    referral_referee_points: data.refereePoints,
+    rate_limit_per_minute: data.rateLimitPerMinute,
+    webhook_retention_days: data.webhookRetentionDays,
+  };
+  if (Object.values(changes).every((v) => v === undefined)) return { settings: await getShopSettings(db, shopId) };
+  // Kysely leaves undefined values out of the SET list: omitted fields keep their value.
+  const row = await db.updateTable('shops').set(changes).where('id', '=', shopId).returning(COLUMNS).executeTakeFirst();
+  generation++;
+  if (!row) throw shopNotFound(shopId);
+  return { settings: toSettings(row) };
+}

@@ -1,0 +1,154 @@
+import { getShopSettings, type ShopSettings as ShopSettingsShape, shopSettingsInputSchema, updateShopSettings } from '../domain/shop-settings.js';
+import {
+  apiKeyPrefix,
+  apiKeyRevokeInputSchema,
+  type ApiKeyInfo,
+  createApiKey,
+  listApiKeys,
+  revokeApiKeyOnRequest,
+  type Shop as ShopShape,
+} from '../domain/shops.js';
+import { bearerToken } from '../http/auth.js';
+import { builder, type GraphQLContext } from './builder.js';
+import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
+import type { ServerContext } from './yoga.js';
+
+/**
+ * The API key of the request being served: over HTTP from its Authorization header; null over
+ * graphql-ws, whose context carries only the shop the connection authenticated.
+ */
+function requestApiKey(ctx: GraphQLContext): string | null {
+  const req = (ctx as GraphQLContext & Partial<ServerContext>).req as { headers?: { authorization?: string } } | undefined;
+  return bearerToken(req?.headers?.authorization);
+}
+
+const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implement({
+  description: 'The shop\'s own settings. A null override means the server\'s default.',
+  fields: (t) => ({
+    referrerPoints: t.exposeInt('referrerPoints', { description: 'Points for the referrer per referee; 0 grants nothing.' }),
+    refereePoints: t.exposeInt('refereePoints', { description: 'Points for the referee on sign-up; 0 grants nothing.' }),
+    rateLimitPerMinute: t.exposeInt('rateLimitPerMinute', {
+      nullable: true,
+      description:
+        'Requests per minute and operation for points, redemptions, referrals and GraphQL; null: the server\'s RATE_LIMIT_PER_MINUTE.',
+    }),
+    webhookRetentionDays: t.exposeInt('webhookRetentionDays', {
+      nullable: true,
+      description: 'Days finished webhook delivery records are kept; null: the server\'s WEBHOOK_RETENTION_DAYS.',
+    }),
+  }),
+});
+
+const Shop = builder.objectRef<ShopShape>('Shop').implement({
+  description: 'The shop the API key belongs to.',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    name: t.exposeString('name'),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    settings: t.field({ type: ShopSettings, resolve: (shop, _args, ctx) => getShopSettings(ctx.db, shop.id) }),
+  }),
+});
+
+/** A key as listings show it: never its secret nor its hash. */
+const ApiKey = builder.objectRef<ApiKeyInfo>('ApiKey').implement({
+  description: 'One of the shop\'s API keys, named by its public prefix. The secret is shown only by apiKeyCreate.',
+  fields: (t) => ({
+    prefix: t.string({ description: '`lk_` and ten characters: the start of the key, as the CLI lists it.', resolve: (k) => `lk_${k.prefix}` }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    revokedAt: t.expose('revokedAt', { type: 'DateTime', nullable: true }),
+    active: t.boolean({ description: 'False once revoked.', resolve: (k) => k.revokedAt === null }),
+    current: t.boolean({
+      description: 'Whether this request was made with this key (always false over graphql-ws).',
+      resolve: (k, _args, ctx) => {
+        const key = requestApiKey(ctx);
+        return key !== null && apiKeyPrefix(key) === k.prefix;
+      },
+    }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  shop: t.field({ type: Shop, description: 'The shop of the API key.', resolve: (_root, _args, ctx) => ctx.shop }),
+  apiKeys: t.field({
+    type: [ApiKey],
+    description: 'The shop\'s API keys, newest first, revoked ones included.',
+    resolve: (_root, _args, ctx) => listApiKeys(ctx.db, ctx.shop.id),
+  }),
+}));
+
+const ShopSettingsInput = builder.inputType('ShopSettingsInput', {
+  description: 'Omitted fields keep their value; null resets an override to the server default.',
+  fields: (t) => ({
+    referrerPoints: t.int({ required: false, description: '0 to 1,000,000,000.' }),
+    refereePoints: t.int({ required: false, description: '0 to 1,000,000,000.' }),
+    rateLimitPerMinute: t.int({ required: false, description: '1 to 10,000; null: the server default.' }),
+    webhookRetentionDays: t.int({ required: false, description: '1 to 90; null: the server default.' }),
+  }),
+});
+
+const ShopSettingsUpdatePayload = builder
+  .objectRef<{ settings?: ShopSettingsShape; userErrors: UserErrorShape[] }>('ShopSettingsUpdatePayload')
+  .implement({
+    fields: (t) => ({
+      settings: t.field({ type: ShopSettings, nullable: true, resolve: (p) => p.settings ?? null }),
+      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+    }),
+  });
+
+const ApiKeyCreatePayload = builder
+  .objectRef<{ apiKey?: ApiKeyInfo; key?: string; userErrors: UserErrorShape[] }>('ApiKeyCreatePayload')
+  .implement({
+    fields: (t) => ({
+      apiKey: t.field({ type: ApiKey, nullable: true, resolve: (p) => p.apiKey ?? null }),
+      key: t.string({
+        nullable: true,
+        description: 'The whole key (`lk_…`), shown only here: only its hash is stored.',
+        resolve: (p) => p.key ?? null,
+      }),
+      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+    }),
+  });
+
+const ApiKeyRevokeInput = builder.inputType('ApiKeyRevokeInput', {
+  fields: (t) => ({ prefix: t.string({ description: 'The key\'s prefix as apiKeys lists it (`lk_` and ten characters).' }) }),
+});
+
+const ApiKeyRevokePayload = builder
+  .objectRef<{ apiKey?: ApiKeyInfo; userErrors: UserErrorShape[] }>('ApiKeyRevokePayload')
+  .implement({
+    fields: (t) => ({
+      apiKey: t.field({ type: ApiKey, nullable: true, resolve: (p) => p.apiKey ?? null }),
+      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+    }),
+  });
+
+builder.mutationFields((t) => ({
+  shopSettingsUpdate: t.field({
+    type: ShopSettingsUpdatePayload,
+    description:
+      'Changes the given settings. A new rate limit applies at once on the instance that served this, within 30 s on others; ' +
+      'a new retention applies at the next purge (hourly).',
+    args: { input: t.arg({ type: ShopSettingsInput, required: true, validate: shopSettingsInputSchema }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(() => updateShopSettings(ctx.db, ctx.shop.id, input)),
+  }),
+  apiKeyCreate: t.field({
+    type: ApiKeyCreatePayload,
+    description: 'Creates another API key for the shop; the payload carries the whole key, once.',
+    resolve: (_root, _args, ctx) =>
+      withUserErrors(async () => {
+        const { apiKey, key } = await createApiKey(ctx.db, ctx.shop.id);
+        // The body carries a secret: no cache may keep it.
+        (ctx as GraphQLContext & Partial<ServerContext>).reply?.header('cache-control', 'no-store');
+        return { apiKey: key, key: apiKey };
+      }),
+  }),
+  apiKeyRevoke: t.field({
+    type: ApiKeyRevokePayload,
+    description:
+      'Revokes one of the shop\'s keys: refused on this instance from the next request, on others within 2 s. ' +
+      'A key cannot revoke itself (api_key_in_use): revoke it with another key.',
+    args: { input: t.arg({ type: ApiKeyRevokeInput, required: true, validate: apiKeyRevokeInputSchema }) },
+    resolve: (_root, { input }, ctx) =>
+      withUserErrors(async () => ({ apiKey: await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, requestApiKey(ctx)) })),
+  }),
+}));
