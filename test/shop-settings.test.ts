@@ -17,7 +17,12 @@ let receiver: Receiver;
 
 beforeAll(async () => {
   receiver = await startReceiver();
-  t = await startTestApp({ WEBHOOK_ALLOWED_HOSTS: 'localhost' });
+  // With TEST_REDIS_URL, rate limits (and live events) go through Redis, on keys of this file's own.
+  const redis = process.env.TEST_REDIS_URL;
+  t = await startTestApp({
+    WEBHOOK_ALLOWED_HOSTS: 'localhost',
+    ...(redis ? { REDIS_URL: redis, REDIS_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}:` } : {}),
+  });
 });
 afterAll(async () => {
   await t?.stop();
