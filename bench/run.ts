@@ -8,11 +8,12 @@ import { benchDatabaseUrl } from './lib/postgres.js';
 import type { BenchOptions, Scenario } from './lib/scenario.js';
 import { points } from './scenarios/points.js';
 import { redemptions } from './scenarios/redemptions.js';
+import { soak } from './scenarios/soak.js';
 import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, soak];
 
 function positiveInt(name: string, value: string): number {
   const n = Number(value);
@@ -24,7 +25,7 @@ async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
     options: {
-      duration: { type: 'string', default: '10' },
+      duration: { type: 'string' },
       warmup: { type: 'string', default: '3' },
       connections: { type: 'string', default: '32' },
       customers: { type: 'string', default: '1000' },
@@ -39,7 +40,8 @@ async function main(): Promise<number> {
   }
   const options: BenchOptions = {
     databaseUrl: benchDatabaseUrl(),
-    durationSec: positiveInt('duration', values.duration),
+    durationSec: positiveInt('duration', values.duration ?? '10'),
+    durationGiven: values.duration !== undefined,
     warmupSec: positiveInt('warmup', values.warmup),
     connections: positiveInt('connections', values.connections),
     customers: positiveInt('customers', values.customers),

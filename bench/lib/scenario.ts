@@ -4,6 +4,8 @@ export type BenchOptions = {
   databaseUrl: string;
   connections: number;
   durationSec: number;
+  /** Whether --duration was given: the soak runs longer than the others unless told. */
+  durationGiven: boolean;
   warmupSec: number;
   customers: number;
   /** When set, the server runs with --cpu-prof and writes its profile into this folder. */

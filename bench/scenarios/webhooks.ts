@@ -34,7 +34,7 @@ const VERIFY_EVERY = 50;
 type Arrival = { id: string; at: number; eventAt: number };
 
 /** A self-signed certificate for localhost; the server trusts it through NODE_EXTRA_CA_CERTS. */
-function certificate(): { key: string; cert: string; certPath: string; dispose(): void } {
+export function certificate(): { key: string; cert: string; certPath: string; dispose(): void } {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-tls-'));
   const keyPath = path.join(dir, 'key.pem');
   const certPath = path.join(dir, 'cert.pem');
@@ -46,7 +46,7 @@ function certificate(): { key: string; cert: string; certPath: string; dispose()
 }
 
 /** The receiver: records every arrival, verifies a sample, answers 204. */
-async function startReceiver(tls: { key: string; cert: string }, secret: () => string) {
+export async function startReceiver(tls: { key: string; cert: string }, secret: () => string) {
   const arrivals: Arrival[] = [];
   let badSignatures = 0;
   let verified = 0;
