@@ -11,6 +11,7 @@ import { REST_PREFIX, restApi } from '../rest/index.js';
 import { resolveShop } from './auth.js';
 import { HttpError, toErrorResponse } from './errors.js';
 import { registerDashboard } from './dashboard.js';
+import { registerApiDocs } from './docs.js';
 import { idempotencyHooks } from './idempotency.js';
 import { type Metrics, registerMetrics } from './metrics.js';
 import { attachGraphQLWebSocket } from './websocket.js';
@@ -95,6 +96,7 @@ export async function createHttpServer(deps: {
     await bus.close();
   });
   registerDashboard(app);
+  registerApiDocs(app);
   const idempotency = idempotencyHooks(db);
   app.route({
     url: '/graphql',

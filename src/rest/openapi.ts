@@ -1,0 +1,373 @@
+import { z } from 'zod';
+import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
+import { EVENT_TOPICS } from '../domain/events.js';
+import { customerPageQuerySchema } from '../domain/offset-pages.js';
+import { pointsChangeSchemas } from '../domain/points.js';
+import { pointsRedeemSchema } from '../domain/redemptions.js';
+import { deliveryListQuerySchema } from '../domain/webhook-deliveries.js';
+import { secretRotationSchema, webhookSubscriptionCreateSchema, webhookSubscriptionUpdateSchema } from '../domain/webhook-subscriptions.js';
+import { REST_PREFIX } from './index.js';
+import {
+  activitySchema,
+  idSchema,
+  pointsRedemptionSchema,
+  refereeSchema,
+  webhookDeliveryDetailSchema,
+  webhookDeliverySchema,
+  webhookEventSchema,
+  webhookSubscriptionSchema,
+  webhookSubscriptionWithSecretSchema,
+  webhookTopicSchema,
+} from './record-schemas.js';
+
+/**
+ * The OpenAPI 3.1 document of the REST API (GET /openapi.json), generated from the zod schemas
+ * that validate the requests (src/domain) and those of the response bodies (./record-schemas.ts).
+ * test/openapi.test.ts checks that every registered route is here and that real responses match.
+ */
+
+// --- Envelopes ------------------------------------------------------------------------------
+
+const ok = <S extends z.ZodRawShape>(id: string, shape: S, message?: string) =>
+  z
+    .strictObject({
+      success: z.literal(true),
+      ...(message === undefined ? {} : { message: z.string().meta({ example: message }) }),
+      ...shape,
+    })
+    .meta({ id });
+
+const fieldIssue = z.strictObject({ path: z.string(), message: z.string() }).meta({ id: 'FieldIssue' });
+
+/** The one error shape (src/http/errors.ts), narrowed to the status and the codes a route can give. */
+function errorBody(status: number, codes: readonly string[]) {
+  return z.strictObject({
+    success: z.literal(false),
+    statusCode: z.literal(status),
+    error: z.enum(codes as [string, ...string[]]),
+    message: z.string(),
+    details: z
+      .array(fieldIssue)
+      .optional()
+      .meta({ description: 'With `validation_error`: each field at fault' }),
+  });
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad request',
+  401: 'No valid API key',
+  404: 'Not found',
+  409: 'Conflict',
+  413: 'Body over 1 MiB',
+  422: 'Refused by a business rule',
+  429: 'Rate limit exceeded',
+  503: 'Database unreachable; retry shortly',
+};
+
+// --- Headers and parameters -----------------------------------------------------------------
+
+const rateLimitHeaders = {
+  'RateLimit-Limit': z.int().meta({ header: { id: 'RateLimit-Limit' }, description: 'Requests allowed per rolling minute for this operation' }),
+  'RateLimit-Remaining': z.int().meta({ header: { id: 'RateLimit-Remaining' }, description: 'Requests left in the window' }),
+  'RateLimit-Reset': z.int().meta({ header: { id: 'RateLimit-Reset' }, description: 'Seconds until a request is free again' }),
+};
+const retryAfter = { 'Retry-After': z.int().meta({ header: { id: 'Retry-After' }, description: 'Seconds to wait' }) };
+const replayed = {
+  'Idempotent-Replayed': z.literal('true').optional().meta({ header: { id: 'Idempotent-Replayed' }, description: 'This is the stored response of an earlier request with the same Idempotency-Key' }),
+};
+
+const idempotencyKey = z
+  .string()
+  .regex(/^[\x21-\x7e]{1,255}$/)
+  .meta({
+    param: { id: 'IdempotencyKey' },
+    description: 'Makes the POST safe to retry for 24 h: a repeat with the same body gets the stored response and changes nothing; the same key with another body is `422 idempotency_key_reused`',
+    example: 'order-1001-points',
+  });
+
+const pathId = (what: string) => z.object({ id: idSchema.meta({ description: `The ${what} id` }) });
+
+// page and pageSize are required, but their query-string coercion hides that from the generator.
+const required = <S extends z.ZodType>(schema: S, description: string) => schema.meta({ param: { required: true }, description });
+const customerPageQuery = customerPageQuerySchema.extend({
+  customerIdentifier: customerPageQuerySchema.shape.customerIdentifier.meta({
+    description: 'The shop\'s customer id, or an e-mail (matched case-insensitively)',
+    example: 'ada@example.com',
+  }),
+  page: required(customerPageQuerySchema.shape.page, 'From 1'),
+  pageSize: required(customerPageQuerySchema.shape.pageSize, 'At most 250'),
+});
+const customerQuery = customerPageQuery.pick({ customerIdentifier: true });
+
+// --- Operations -----------------------------------------------------------------------------
+
+type Method = 'get' | 'post' | 'put' | 'delete';
+
+type Route = {
+  method: Method;
+  /** As registered under /rest-api/v1, Fastify style (`:id`). */
+  path: string;
+  operationId: string;
+  tag: string;
+  summary: string;
+  description?: string;
+  query?: z.ZodObject;
+  params?: z.ZodObject;
+  /** Request body; `optional` for routes that accept none. */
+  body?: { schema: z.ZodType; optional?: boolean; example?: unknown };
+  success: { status: number; description: string; schema: z.ZodType };
+  /** Codes of this route's own errors, by status, besides those every route has. */
+  errors?: Partial<Record<number, readonly string[]>>;
+};
+
+const pointsBody = (schema: z.ZodType, amount: number) => ({
+  schema,
+  example: { customerIdentifier: 'ada@example.com', amount, description: 'order #1001', note: null },
+});
+const pointsChanged = { status: 200, description: 'The ledger entry of the change', schema: ok('PointsChangeResponse', { activity: activitySchema }) };
+const subscriptionCreate: Omit<Route, 'path' | 'operationId'> = {
+  method: 'post',
+  tag: 'Webhooks',
+  summary: 'Subscribe a callback URL to a topic',
+  description: 'The URL must be `https:` and public. The `signingSecret` is shown only in this response.',
+  body: { schema: webhookSubscriptionCreateSchema, example: { topic: 'points/*', callbackUrl: 'https://shop.example.com/hooks/loyalty' } },
+  success: {
+    status: 201,
+    description: 'Created, with its signing secret',
+    schema: ok('WebhookSubscriptionCreated', { subscription: webhookSubscriptionWithSecretSchema }, 'Webhook subscription created; keep the signing secret, it is shown only now'),
+  },
+  errors: { 409: ['subscription_exists'] },
+};
+const secretRotated = ok('WebhookSecretRotated', { subscription: webhookSubscriptionWithSecretSchema }, 'Signing secret rotated; keep the new secret, it is shown only now');
+
+export const REST_ROUTES: readonly Route[] = [
+  {
+    method: 'post', path: '/points/add', operationId: 'pointsAdd', tag: 'Points', summary: 'Add points',
+    body: pointsBody(pointsChangeSchemas.add, 50), success: pointsChanged,
+    errors: { 404: ['customer_not_found'], 422: ['points_limit_exceeded'] },
+  },
+  {
+    method: 'post', path: '/points/substract', operationId: 'pointsSubstract', tag: 'Points', summary: 'Subtract points (the contract\'s spelling)',
+    description: 'A subtraction beyond the balance is refused; the balance never goes negative.',
+    body: pointsBody(pointsChangeSchemas.subtract, 20), success: pointsChanged,
+    errors: { 404: ['customer_not_found'], 422: ['insufficient_points'] },
+  },
+  {
+    method: 'post', path: '/points/subtract', operationId: 'pointsSubtract', tag: 'Points', summary: 'Subtract points (alias of /points/substract)',
+    body: pointsBody(pointsChangeSchemas.subtract, 20), success: pointsChanged,
+    errors: { 404: ['customer_not_found'], 422: ['insufficient_points'] },
+  },
+  {
+    method: 'post', path: '/points/update', operationId: 'pointsUpdate', tag: 'Points', summary: 'Set the balance',
+    description: '`amount` is the new balance (0 or more), not a delta.',
+    body: pointsBody(pointsChangeSchemas.set, 300), success: pointsChanged,
+    errors: { 404: ['customer_not_found'] },
+  },
+  {
+    method: 'get', path: '/pointsRedemptions', operationId: 'pointsRedemptionsList', tag: 'Redemptions',
+    summary: 'List the ways to redeem, flagged for a customer', description: 'By `sortIndex`; no total count or next-page marker.',
+    query: customerPageQuery,
+    success: { status: 200, description: 'One page of options', schema: ok('PointsRedemptionsPage', { pointsRedemptions: z.array(pointsRedemptionSchema) }, 'Points redemptions retrieved') },
+    errors: { 404: ['customer_not_found'] },
+  },
+  {
+    method: 'post', path: '/pointsRedemptions', operationId: 'pointsRedeem', tag: 'Redemptions', summary: 'Redeem points for a discount code',
+    description: 'A fixed option costs exactly `rewardValue`; a variable one takes `pointsAmount` in steps of `rewardValue`. `variantId` is required for `free_product` options.',
+    body: { schema: pointsRedeemSchema, example: { customerIdentifier: 'ada@example.com', pointsAmount: 100, rewardId: '019aa9c3e5f2d1c7a8b9e0f1', currencyActive: 'EUR' } },
+    success: { status: 200, description: 'The discount code', schema: ok('PointsRedeemed', { discountCode: z.string().meta({ example: 'SAVE5K7QX2MZP9A' }) }, 'Points redeemed') },
+    errors: {
+      404: ['customer_not_found', 'reward_not_found'],
+      422: ['reward_inactive', 'reward_expired', 'insufficient_points', 'variant_not_eligible'],
+    },
+  },
+  {
+    method: 'get', path: '/referral', operationId: 'referralCode', tag: 'Referrals', summary: 'Get (or create) a customer\'s referral code',
+    query: customerQuery,
+    success: { status: 200, description: 'The code', schema: ok('ReferralCodeResponse', { data: z.strictObject({ referralCode: z.string().meta({ example: 'K7QX2MZP' }) }) }, 'Referral code retrieved') },
+    errors: { 404: ['customer_not_found'] },
+  },
+  {
+    method: 'get', path: '/referral/referee', operationId: 'referees', tag: 'Referrals', summary: 'List the customers a referrer referred',
+    query: customerPageQuery,
+    success: { status: 200, description: 'One page of referees, in sign-up order', schema: ok('RefereesPage', { data: z.array(refereeSchema) }, 'Referees retrieved') },
+    errors: { 404: ['customer_not_found'] },
+  },
+  {
+    method: 'get', path: '/webhooks/topics', operationId: 'webhookTopics', tag: 'Webhooks', summary: 'The topic catalog',
+    success: { status: 200, description: 'Every topic', schema: ok('WebhookTopics', { topics: z.array(webhookTopicSchema) }, 'Webhook topics; subscribe to one, or to <group>/* for every topic of a group') },
+  },
+  { ...subscriptionCreate, path: '/webhooks/subscriptions', operationId: 'webhookSubscriptionCreate' },
+  { ...subscriptionCreate, path: '/webhooks/subscription', operationId: 'webhookSubscriptionCreateSingular', summary: `${subscriptionCreate.summary} (the contract's singular path)` },
+  {
+    method: 'get', path: '/webhooks/subscriptions', operationId: 'webhookSubscriptions', tag: 'Webhooks', summary: 'List subscriptions, newest first',
+    success: { status: 200, description: 'Every subscription, without secrets', schema: ok('WebhookSubscriptions', { subscriptions: z.array(webhookSubscriptionSchema) }, 'Webhook subscriptions, newest first') },
+  },
+  {
+    method: 'put', path: '/webhooks/subscriptions/:id', operationId: 'webhookSubscriptionUpdate', tag: 'Webhooks', summary: 'Change the callback URL',
+    description: 'The topic and the secrets stay; changing the topic takes a delete and a create.',
+    params: pathId('subscription'),
+    body: { schema: webhookSubscriptionUpdateSchema, example: { callbackUrl: 'https://shop.example.com/hooks/loyalty-v2' } },
+    success: { status: 200, description: 'Updated', schema: ok('WebhookSubscriptionUpdated', { subscription: webhookSubscriptionSchema }, 'Webhook subscription updated') },
+    errors: { 404: ['subscription_not_found'], 409: ['subscription_exists'] },
+  },
+  {
+    method: 'post', path: '/webhooks/subscriptions/:id/rotate-secret', operationId: 'webhookSubscriptionRotateSecret', tag: 'Webhooks',
+    summary: 'Rotate the signing secret',
+    description: 'Secrets accepted until now stay valid for `graceHours` more (default 24; 0 revokes them at once). The body may be omitted.',
+    params: pathId('subscription'),
+    body: { schema: secretRotationSchema, optional: true, example: { graceHours: 24 } },
+    success: { status: 201, description: 'The new secret, shown only now', schema: secretRotated },
+    errors: { 404: ['subscription_not_found'] },
+  },
+  {
+    method: 'delete', path: '/webhooks/subscriptions/:id', operationId: 'webhookSubscriptionDelete', tag: 'Webhooks', summary: 'Delete a subscription',
+    description: 'Its delivery records are kept.',
+    params: pathId('subscription'),
+    success: { status: 200, description: 'Deleted', schema: ok('WebhookSubscriptionDeleted', {}, 'Webhook subscription deleted; its delivery records are kept') },
+    errors: { 404: ['subscription_not_found'] },
+  },
+  {
+    method: 'get', path: '/webhooks/deliveries', operationId: 'webhookDeliveries', tag: 'Webhooks', summary: 'List deliveries, newest first',
+    description: 'Those of deleted subscriptions included. `topic` takes a topic or `<group>/*`.',
+    query: deliveryListQuerySchema,
+    success: { status: 200, description: 'One page of deliveries', schema: ok('WebhookDeliveries', { deliveries: z.array(webhookDeliverySchema) }, 'Webhook deliveries, newest first') },
+  },
+  {
+    method: 'get', path: '/webhooks/deliveries/:id', operationId: 'webhookDelivery', tag: 'Webhooks', summary: 'One delivery, with its attempts and payload',
+    params: pathId('delivery'),
+    success: { status: 200, description: 'The delivery', schema: ok('WebhookDeliveryResponse', { delivery: webhookDeliveryDetailSchema }, 'Webhook delivery with its attempts and payload') },
+    errors: { 404: ['delivery_not_found'] },
+  },
+  {
+    method: 'post', path: '/webhooks/deliveries/:id/replay', operationId: 'webhookDeliveryReplay', tag: 'Webhooks', summary: 'Send a delivery again',
+    description: 'A manual attempt with the same `webhook-id`, to the subscription\'s current URL; the retry schedule is untouched. The body may be omitted.',
+    params: pathId('delivery'),
+    success: { status: 202, description: 'Accepted; the attempt is being made', schema: ok('WebhookDeliveryReplayAccepted', { delivery: webhookDeliverySchema }, 'Replay accepted: a manual attempt is being made with the same webhook-id') },
+    errors: { 404: ['delivery_not_found'], 422: ['subscription_deleted'] },
+  },
+];
+
+/** The errors a route can give: its own, plus those of authentication, limits, bodies and idempotency. */
+function errorCodes(route: Route): Map<number, Set<string>> {
+  const codes = new Map<number, Set<string>>();
+  const add = (status: number, list: readonly string[]) => {
+    const set = codes.get(status) ?? new Set<string>();
+    for (const code of list) set.add(code);
+    codes.set(status, set);
+  };
+  add(401, ['unauthorized']);
+  add(429, ['rate_limited']);
+  add(503, ['service_unavailable']);
+  if (route.query || route.params || route.body) add(400, ['validation_error']);
+  if (route.body) {
+    add(400, ['malformed_json', 'unsupported_content_type', 'bad_request']);
+    add(413, ['payload_too_large']);
+  }
+  if (route.method === 'post') {
+    add(400, ['validation_error']); // a malformed Idempotency-Key
+    add(409, ['idempotency_key_in_use']);
+    add(422, ['idempotency_key_reused']);
+  }
+  for (const [status, list] of Object.entries(route.errors ?? {})) add(Number(status), list!);
+  return codes;
+}
+
+function operation(route: Route): ZodOpenApiOperationObject {
+  type StatusKey = `${1 | 2 | 3 | 4 | 5}${string}`;
+  const responses: ZodOpenApiOperationObject['responses'] = {
+    [`${route.success.status}` as StatusKey]: {
+      description: route.success.description,
+      headers: z.object({ ...rateLimitHeaders, ...(route.method === 'post' ? replayed : {}) }),
+      content: { 'application/json': { schema: route.success.schema } },
+    },
+  };
+  for (const [status, codes] of [...errorCodes(route)].sort(([a], [b]) => a - b)) {
+    // 401 comes before the rate limiter counts the request; 429 says when to come back.
+    const headers = status === 401 ? undefined : z.object({ ...rateLimitHeaders, ...(status === 429 || status === 503 ? retryAfter : {}) });
+    responses[`${status}` as StatusKey] = {
+      description: `${STATUS_TEXT[status] ?? 'Error'}: ${[...codes].map((c) => `\`${c}\``).join(', ')}`,
+      ...(headers ? { headers } : {}),
+      content: { 'application/json': { schema: errorBody(status, [...codes]) } },
+    };
+  }
+  return {
+    operationId: route.operationId,
+    tags: [route.tag],
+    summary: route.summary,
+    ...(route.description ? { description: route.description } : {}),
+    requestParams: {
+      ...(route.query ? { query: route.query } : {}),
+      ...(route.params ? { path: route.params } : {}),
+      ...(route.method === 'post' ? { header: z.object({ 'Idempotency-Key': idempotencyKey.optional() }) } : {}),
+    },
+    ...(route.body
+      ? {
+          requestBody: {
+            required: !route.body.optional,
+            content: { 'application/json': { schema: route.body.schema, ...(route.body.example ? { example: route.body.example } : {}) } },
+          },
+        }
+      : {}),
+    responses,
+  };
+}
+
+/** `/webhooks/subscriptions/:id` as OpenAPI writes it, under the prefix. */
+export function openApiPath(fastifyPath: string): string {
+  return REST_PREFIX + fastifyPath.replace(/:(\w+)/g, '{$1}');
+}
+
+function buildDocument() {
+  const paths: ZodOpenApiPathsObject = {};
+  for (const route of REST_ROUTES) {
+    const path = openApiPath(route.path);
+    paths[path] = { ...paths[path], [route.method]: operation(route) };
+  }
+  // Each topic's delivery, as OpenAPI 3.1 describes outgoing webhooks.
+  const webhooks: ZodOpenApiPathsObject = Object.fromEntries(
+    Object.entries(EVENT_TOPICS).map(([topic, description]) => [
+      topic,
+      {
+        post: {
+          summary: description,
+          description: 'Signed per Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature` (see docs/webhooks.md). Answer 2xx within the timeout, or the delivery is retried.',
+          requestBody: { content: { 'application/json': { schema: webhookEventSchema } } },
+          responses: { 200: { description: 'Received' } },
+        },
+      },
+    ]),
+  );
+  return createDocument({
+    openapi: '3.1.0',
+    info: {
+      title: 'Loyalty service REST API',
+      version: '1',
+      description:
+        'Points, redemptions, referrals and webhook subscriptions of one shop. Every request carries `Authorization: Bearer <API key>`. ' +
+        'Errors always have one shape: `{ success: false, statusCode, error, message }` (plus `details` for `validation_error`). ' +
+        'Also here: [GraphiQL](/graphql), the [live events dashboard](/dashboard).',
+    },
+    tags: [
+      { name: 'Points', description: 'Add, subtract and set balances; each change returns its ledger entry' },
+      { name: 'Redemptions', description: 'Ways to redeem, and redeeming for a discount code' },
+      { name: 'Referrals', description: 'Referral codes and referees' },
+      { name: 'Webhooks', description: 'Subscriptions, the topic catalog and delivery records' },
+    ],
+    security: [{ apiKey: [] }],
+    components: {
+      securitySchemes: {
+        apiKey: { type: 'http', scheme: 'bearer', bearerFormat: 'lk_<prefix>_<secret>', description: 'The shop\'s API key (`npm run cli -- key create`)' },
+      },
+    },
+    paths,
+    webhooks,
+  });
+}
+
+let document: ReturnType<typeof buildDocument> | undefined;
+
+/** Built on first use, then the same object. */
+export function openApiDocument(): ReturnType<typeof buildDocument> {
+  document ??= buildDocument();
+  return document;
+}

@@ -1,0 +1,209 @@
+import { z } from 'zod';
+import type { Customer } from '../domain/customers.js';
+import type { DiscountCode } from '../domain/discount-codes.js';
+import { EVENT_TOPICS } from '../domain/events.js';
+import { ACTIVITY_TYPES, type Activity } from '../domain/points.js';
+import {
+  APPLY_PRODUCT_OPTIONS,
+  DISCOUNT_COMBINATIONS,
+  EXCHANGE_TYPES,
+  EXPIRE_DATE_TYPES,
+  MINIMUM_REQUIREMENT_TYPES,
+  PURCHASE_TYPES,
+  type PointsRedemption,
+  REDEMPTION_TYPES,
+} from '../domain/redemptions.js';
+import type { Referee } from '../domain/referrals.js';
+import { DELIVERY_STATUSES, type WebhookDelivery, type WebhookDeliveryAttempt } from '../domain/webhook-deliveries.js';
+import type { WebhookSubscription, WebhookSubscriptionWithSecret } from '../domain/webhook-subscriptions.js';
+
+/**
+ * The domain records as the REST API sends them (JSON: dates become ISO strings), for the OpenAPI
+ * document. Each `satisfies` ties a schema to its domain type, so a field added to the domain
+ * without its schema fails the type check; test/openapi.test.ts checks real responses against them.
+ */
+
+/** A domain record after JSON.stringify. */
+type Json<T> = { [K in keyof T]: T[K] extends Date ? string : T[K] extends Date | null ? string | null : T[K] };
+
+export const idSchema = z
+  .string()
+  .regex(/^[0-9a-f]{24}$/)
+  .meta({ id: 'Id', description: '24 lowercase hex characters', example: '019aa9c3e5f2d1c7a8b9e0f1' });
+export const timestampSchema = z.iso.datetime().meta({ id: 'Timestamp', description: 'ISO 8601, UTC, milliseconds', example: '2026-11-22T10:29:31.927Z' });
+
+export const activitySchema = z
+  .strictObject({
+    _id: idSchema,
+    type: z.enum(ACTIVITY_TYPES),
+    settingType: z.enum(['api', 'import', 'redemption', 'referral']).meta({ description: 'Where the change came from' }),
+    description: z.string().nullable(),
+    note: z.string().nullable(),
+    oldPoints: z.int().min(0).meta({ description: 'Balance before the change' }),
+    newPoints: z.int().min(0).meta({ description: 'Balance after the change' }),
+    customer: idSchema.meta({ description: 'The customer `_id`' }),
+    shop: z.string().meta({ description: 'The shop id' }),
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+  })
+  .meta({ id: 'Activity', description: 'A ledger entry: one change of a customer\'s balance' }) satisfies z.ZodType<Json<Activity>>;
+
+export const customerSchema = z
+  .strictObject({
+    _id: idSchema,
+    shopifyCustomerId: z.string(),
+    email: z.email(),
+    birthday: z.iso.date().nullable(),
+    points: z.int().min(0),
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+  })
+  .meta({ id: 'Customer' }) satisfies z.ZodType<Json<Customer>>;
+
+export const pointsRedemptionSchema = z
+  .strictObject({
+    _id: idSchema.meta({ description: 'Pass as `rewardId` to redeem' }),
+    redeemable: z.boolean().meta({ description: 'Active, not expired, and the customer\'s balance covers `rewardValue`' }),
+    status: z.boolean().meta({ description: 'Whether the option is active' }),
+    name: z.string(),
+    type: z.enum(REDEMPTION_TYPES),
+    discountPrefix: z.string(),
+    exchangeType: z.enum(EXCHANGE_TYPES),
+    rewardValue: z.int().min(1).meta({ description: 'Points per redemption (fixed) or per step (variable)' }),
+    discountValue: z.number().min(0).meta({ description: 'Discount per redemption (fixed) or per step (variable)' }),
+    purchaseType: z.enum(PURCHASE_TYPES),
+    applyProductOption: z.enum(APPLY_PRODUCT_OPTIONS),
+    applyProducts: z.array(z.string()),
+    applyCollections: z.array(z.string()),
+    applyVariants: z.array(z.string()),
+    minimumRequirementType: z.enum(MINIMUM_REQUIREMENT_TYPES),
+    minimumRequirementValue: z.number().nullable(),
+    combinations: z.array(z.enum(DISCOUNT_COMBINATIONS)),
+    expireDateType: z.enum(EXPIRE_DATE_TYPES),
+    expireDays: z.int().nullable(),
+    expireDate: timestampSchema.nullable(),
+    sortIndex: z.int().min(0),
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+  })
+  .meta({ id: 'PointsRedemption', description: 'A way to redeem points, flagged for the customer asked about' }) satisfies z.ZodType<
+  Json<PointsRedemption>
+>;
+
+export const discountCodeSchema = z
+  .strictObject({
+    _id: idSchema,
+    code: z.string().meta({ description: 'The reward\'s `discountPrefix` and 10 characters' }),
+    value: z.number(),
+    type: z.enum(REDEMPTION_TYPES),
+    currency: z.string().nullable(),
+    variantId: z.string().nullable(),
+    reward: idSchema.meta({ description: 'The redemption option `_id`' }),
+    pointsAmount: z.int(),
+    customer: idSchema,
+    activity: idSchema.meta({ description: 'The `redeem_points` ledger entry' }),
+    expiresAt: timestampSchema.nullable(),
+    createdAt: timestampSchema,
+  })
+  .meta({ id: 'DiscountCode' }) satisfies z.ZodType<Json<DiscountCode>>;
+
+export const refereeSchema = z
+  .strictObject({
+    id: idSchema.meta({ description: 'The referral record' }),
+    status: z.boolean(),
+    referralCode: z.string(),
+    birthday: z.iso.date().nullable(),
+    shopifyCustomerId: z.string(),
+    points: z.int().min(0),
+    email: z.email(),
+    latestActivity: timestampSchema,
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+  })
+  .meta({ id: 'Referee' }) satisfies z.ZodType<Json<Referee>>;
+
+const subscriptionFields = {
+  id: idSchema,
+  topic: z.string().meta({ description: 'A catalog topic or `<group>/*`', example: 'points/*' }),
+  callbackUrl: z.url().meta({ example: 'https://shop.example.com/hooks/loyalty' }),
+  previousSecretValidUntil: timestampSchema.nullable().meta({ description: 'When rotated-out secrets stop being accepted; null if never rotated' }),
+  createdAt: timestampSchema,
+  updatedAt: timestampSchema,
+};
+
+export const webhookSubscriptionSchema = z
+  .strictObject(subscriptionFields)
+  .meta({ id: 'WebhookSubscription' }) satisfies z.ZodType<Json<WebhookSubscription>>;
+
+export const webhookSubscriptionWithSecretSchema = z
+  .strictObject({
+    ...subscriptionFields,
+    signingSecret: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .meta({ description: 'Shown only in the create and rotate responses: keep it' }),
+  })
+  .meta({ id: 'WebhookSubscriptionWithSecret' }) satisfies z.ZodType<Json<WebhookSubscriptionWithSecret>>;
+
+export const webhookTopicSchema = z.strictObject({ topic: z.enum(Object.keys(EVENT_TOPICS) as [keyof typeof EVENT_TOPICS]), description: z.string() }).meta({ id: 'WebhookTopic' });
+
+export const webhookDeliverySchema = z
+  .strictObject({
+    id: idSchema,
+    subscriptionId: idSchema,
+    eventId: z.string().meta({ description: 'The `webhook-id` header of every attempt', example: 'evt_…' }),
+    topic: z.string(),
+    status: z.enum(DELIVERY_STATUSES),
+    attemptCount: z.int().min(0),
+    lastAttemptAt: timestampSchema.nullable(),
+    nextAttemptAt: timestampSchema.nullable(),
+    lastResponseStatus: z.int().nullable(),
+    lastError: z.string().nullable(),
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+  })
+  .meta({ id: 'WebhookDelivery' }) satisfies z.ZodType<Json<WebhookDelivery>>;
+
+export const webhookDeliveryAttemptSchema = z
+  .strictObject({
+    id: idSchema,
+    attemptedAt: timestampSchema,
+    trigger: z.enum(['scheduled', 'manual']),
+    url: z.string(),
+    responseStatus: z.int().nullable(),
+    durationMs: z.number().min(0),
+    error: z.string().nullable(),
+    responseBody: z.string().nullable().meta({ description: 'The first 2 KiB of the receiver\'s response' }),
+  })
+  .meta({ id: 'WebhookDeliveryAttempt' }) satisfies z.ZodType<Json<WebhookDeliveryAttempt>>;
+
+/** The body of a webhook delivery: `data` is the resource after the change, per topic. */
+const eventEnvelope = <T extends string, D extends z.ZodType>(topics: readonly [T, ...T[]], data: D) =>
+  z.strictObject({
+    id: z.string().meta({ description: 'The event id, also the `webhook-id` header', example: 'evt_…' }),
+    type: z.enum(topics),
+    timestamp: timestampSchema,
+    shopId: z.string(),
+    data,
+  });
+
+export const webhookEventSchema = z
+  .union([
+    eventEnvelope(['points/added', 'points/subtracted', 'points/updated'], activitySchema),
+    eventEnvelope(['customers/created', 'customers/updated'], customerSchema),
+    eventEnvelope(['redemptions/created'], discountCodeSchema),
+    eventEnvelope(
+      ['referrals/code_created'],
+      z.strictObject({ referralCode: z.string(), customer: idSchema, shopifyCustomerId: z.string(), email: z.email(), createdAt: timestampSchema }),
+    ),
+    eventEnvelope(['referrals/referee_created'], refereeSchema.safeExtend({ customer: idSchema, referrer: idSchema.meta({ description: 'The referrer\'s customer `_id`' }) })),
+  ])
+  .meta({ id: 'WebhookEvent', description: 'What a subscription receives, signed per Standard Webhooks (docs/webhooks.md)' });
+
+export const webhookDeliveryDetailSchema = z
+  .strictObject({
+    ...webhookDeliverySchema.shape,
+    attempts: z.array(webhookDeliveryAttemptSchema).meta({ description: 'Oldest first' }),
+    payload: webhookEventSchema.nullable().meta({ description: 'The body as signed and sent; null once purged' }),
+  })
+  .meta({ id: 'WebhookDeliveryDetail' });

@@ -1,0 +1,323 @@
+import type { FastifyInstance } from 'fastify';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import ajvFormats from 'ajv-formats';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createPointsRedemption } from '../src/domain/redemptions.js';
+import { registerReferral } from '../src/domain/referrals.js';
+import { REST_PREFIX } from '../src/rest/index.js';
+import { startTestApp, type TestApp } from './helpers.js';
+import { startReceiver, type Receiver } from './webhook-receiver.js';
+
+// The Fastify instance the app builds, passed through untouched, so the routes it really
+// registers can be listed (App does not expose its HTTP server).
+const built = vi.hoisted(() => ({ servers: [] as FastifyInstance[] }));
+vi.mock('../src/http/server.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../src/http/server.js')>();
+  return {
+    ...real,
+    createHttpServer: async (...args: Parameters<typeof real.createHttpServer>) => {
+      const server = await real.createHttpServer(...args);
+      built.servers.push(server);
+      return server;
+    },
+  };
+});
+
+type Doc = {
+  openapi: string;
+  info: { title: string; version: string };
+  paths: Record<string, Record<string, Operation>>;
+  webhooks: Record<string, Record<string, Operation>>;
+  components: { schemas: Record<string, unknown>; headers: Record<string, { schema: unknown; required?: boolean }>; securitySchemes: Record<string, unknown> };
+  security: Array<Record<string, string[]>>;
+};
+type Operation = {
+  operationId: string;
+  parameters?: Array<{ in: string; name: string; required?: boolean } | { $ref: string }>;
+  requestBody?: unknown;
+  responses: Record<string, { headers?: Record<string, { $ref: string }>; content?: Record<string, { schema: unknown }> }>;
+};
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'];
+const pointer = (s: string) => s.replaceAll('~', '~0').replaceAll('/', '~1');
+const docPath = (fastifyPath: string) => fastifyPath.replace(/:(\w+)/g, '{$1}');
+
+let t: TestApp;
+let doc: Doc;
+let ajv: Ajv2020;
+let receiver: Receiver;
+let shop: { shopId: string; apiKey: string };
+/** `METHOD /path status` of every response checked against the document. */
+const checked = new Set<string>();
+
+beforeAll(async () => {
+  receiver = await startReceiver();
+  t = await startTestApp({ WEBHOOK_ALLOWED_HOSTS: 'localhost' });
+  const res = await fetch(`${t.url}/openapi.json`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toContain('application/json');
+  doc = await res.json();
+  // OpenAPI 3.1 schemas are JSON Schema 2020-12; `example` is OpenAPI's own annotation.
+  ajv = new Ajv2020({ allErrors: true, strict: false });
+  ajvFormats.default(ajv);
+  ajv.addSchema(doc, 'openapi.json');
+  shop = await t.shop('OpenAPI shop');
+});
+
+afterAll(async () => {
+  await t?.stop();
+  await receiver?.close();
+});
+
+type Reply = { status: number; body: any; headers: Headers };
+
+async function call(method: string, path: string, options: { body?: unknown; apiKey?: string | null; headers?: Record<string, string> } = {}): Promise<Reply> {
+  const apiKey = options.apiKey === undefined ? shop.apiKey : options.apiKey;
+  const res = await fetch(`${t.url}${REST_PREFIX}${path}`, {
+    method,
+    headers: {
+      ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
+      ...options.headers,
+    },
+    body: options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body),
+  });
+  return { status: res.status, body: await res.json(), headers: res.headers };
+}
+
+/**
+ * Calls a route and checks the reply against the document: the body against the schema of
+ * that path, method and status (refs resolved to components), and the documented headers.
+ */
+async function expectDocumented(method: string, route: string, path: string, status: number, options: Parameters<typeof call>[2] = {}): Promise<Reply> {
+  const reply = await call(method, path, options);
+  expect(reply.status, `${method} ${path}: ${JSON.stringify(reply.body)}`).toBe(status);
+  const operation = doc.paths[REST_PREFIX + docPath(route)]?.[method.toLowerCase()];
+  expect(operation, `${method} ${route} is documented`).toBeDefined();
+  const response = operation!.responses[String(status)];
+  expect(response, `${method} ${route} documents ${status}`).toBeDefined();
+  const ref = `openapi.json#/paths/${pointer(REST_PREFIX + docPath(route))}/${method.toLowerCase()}/responses/${status}/content/${pointer('application/json')}/schema`;
+  const validate = ajv.getSchema(ref)!;
+  expect(validate, ref).toBeDefined();
+  const valid = validate(reply.body);
+  expect(valid ? [] : validate.errors, `${method} ${path} ${status}: ${JSON.stringify(reply.body).slice(0, 500)}`).toEqual([]);
+  for (const [name, header] of Object.entries(response!.headers ?? {})) {
+    const component = doc.components.headers[header.$ref.split('/').pop()!]!;
+    const value = reply.headers.get(name);
+    if (component.required) expect(value, `${method} ${path} ${status} sends ${name}`).not.toBeNull();
+    if (value !== null) expect(ajv.validate(component.schema as object, /^\d+$/.test(value) ? Number(value) : value), `${name}: ${value}`).toBe(true);
+  }
+  checked.add(`${method} ${route} ${status}`);
+  return reply;
+}
+
+describe('the document', () => {
+  it('is an OpenAPI 3.1 object: info, paths, operations with responses, declared parameters and security', () => {
+    expect(doc.openapi).toMatch(/^3\.1\.\d+$/);
+    expect(typeof doc.info.title).toBe('string');
+    expect(typeof doc.info.version).toBe('string');
+    expect(Object.keys(doc.paths).length).toBeGreaterThan(0);
+    expect(doc.components.securitySchemes.apiKey).toEqual(expect.objectContaining({ type: 'http', scheme: 'bearer' }));
+    expect(doc.security).toEqual([{ apiKey: [] }]);
+    const operationIds: string[] = [];
+    for (const [path, item] of Object.entries(doc.paths)) {
+      expect(path.startsWith('/')).toBe(true);
+      for (const [method, op] of Object.entries(item)) {
+        expect(METHODS).toContain(method);
+        operationIds.push(op.operationId);
+        expect(Object.keys(op.responses).length, `${method} ${path} has responses`).toBeGreaterThan(0);
+        for (const [status, response] of Object.entries(op.responses)) {
+          expect(status).toMatch(/^[1-5]\d\d$/);
+          expect(typeof (response as { description?: unknown }).description).toBe('string');
+        }
+        const params = (op.parameters ?? []) as Array<{ in: string; name: string; required?: boolean }>;
+        for (const [, name] of path.matchAll(/\{(\w+)\}/g)) {
+          expect(params.find((p) => p.in === 'path' && p.name === name), `${method} ${path} declares {${name}}`).toEqual(expect.objectContaining({ required: true }));
+        }
+        if (method === 'post') expect(params.some((p) => p.in === 'header' && p.name === 'Idempotency-Key')).toBe(true);
+        expect(op.responses['401'] && op.responses['429']).toBeTruthy();
+      }
+    }
+    expect(new Set(operationIds).size).toBe(operationIds.length);
+    // Every schema in it compiles, with every $ref resolved.
+    for (const name of Object.keys(doc.components.schemas)) expect(ajv.getSchema(`openapi.json#/components/schemas/${name}`)).toBeDefined();
+  });
+
+  it('is served without an API key', async () => {
+    const res = await fetch(`${t.url}/openapi.json`);
+    expect(res.status).toBe(200);
+    expect((await res.json()).paths).toEqual(doc.paths);
+  });
+});
+
+describe('every route Fastify registers under /rest-api/v1', () => {
+  it('is in the document with its method, and the document names no other', async () => {
+    const server = built.servers.at(-1)!;
+    expect(server).toBeDefined();
+    const registered: string[] = [];
+    for (const { path, methods } of parseRoutes(server.printRoutes({ commonPrefix: false }))) {
+      if (!path.startsWith(`${REST_PREFIX}/`)) continue;
+      for (const method of methods) {
+        if (method === 'HEAD') continue; // Fastify's automatic twin of a GET
+        // server.ts answers every method a path does not serve with 405: those are not routes.
+        const res = await server.inject({ method: method as 'GET', url: path.replace(/:\w+/g, '0'.repeat(24)) });
+        if (res.statusCode === 405 && res.json().error === 'method_not_allowed') continue;
+        registered.push(`${method} ${docPath(path)}`);
+      }
+    }
+    const documented = Object.entries(doc.paths).flatMap(([path, item]) => Object.keys(item).map((m) => `${m.toUpperCase()} ${path}`));
+    expect(registered.sort()).toEqual(documented.sort());
+  });
+});
+
+/** The routes in Fastify's printRoutes tree: each line extends its parent's path. */
+function parseRoutes(tree: string): Array<{ path: string; methods: string[] }> {
+  const stack: string[] = [];
+  const routes: Array<{ path: string; methods: string[] }> = [];
+  for (const line of tree.split('\n')) {
+    const match = /^((?:│ {3}| {4})*)(?:├── |└── )(.*?)(?: \(([A-Z, ]+)\))?$/.exec(line);
+    if (!match) continue;
+    const depth = match[1]!.length / 4;
+    const path = (stack[depth - 1] ?? '') + match[2]!;
+    stack[depth] = path;
+    stack.length = depth + 1;
+    if (match[3]) routes.push({ path, methods: match[3].split(', ') });
+  }
+  return routes;
+}
+
+describe('live responses match the document', () => {
+  const subscription: { id?: string; other?: string } = {};
+
+  it('webhook topics and subscriptions', async () => {
+    await expectDocumented('GET', '/webhooks/topics', '/webhooks/topics', 200);
+    await expectDocumented('GET', '/webhooks/topics', '/webhooks/topics', 401, { apiKey: null });
+
+    const created = await expectDocumented('POST', '/webhooks/subscriptions', '/webhooks/subscriptions', 201, { body: { topic: 'points/*', callbackUrl: receiver.url } });
+    subscription.id = created.body.subscription.id;
+    await expectDocumented('POST', '/webhooks/subscriptions', '/webhooks/subscriptions', 409, { body: { topic: 'points/*', callbackUrl: receiver.url } });
+    await expectDocumented('POST', '/webhooks/subscriptions', '/webhooks/subscriptions', 400, { body: { topic: 'nope', callbackUrl: receiver.url } });
+    await expectDocumented('POST', '/webhooks/subscriptions', '/webhooks/subscriptions', 400, { body: '{"topic":' });
+    const singular = await expectDocumented('POST', '/webhooks/subscription', '/webhooks/subscription', 201, { body: { topic: 'redemptions/*', callbackUrl: receiver.url } });
+    subscription.other = singular.body.subscription.id;
+    await expectDocumented('POST', '/webhooks/subscription', '/webhooks/subscription', 400, { body: { topic: 'points/*', callbackUrl: 'http://example.com/' } });
+
+    await expectDocumented('GET', '/webhooks/subscriptions', '/webhooks/subscriptions', 200);
+    await expectDocumented('GET', '/webhooks/subscriptions', '/webhooks/subscriptions', 401, { apiKey: 'lk_wrong_key' });
+
+    const id = subscription.id!;
+    await expectDocumented('PUT', '/webhooks/subscriptions/:id', `/webhooks/subscriptions/${id}`, 200, { body: { callbackUrl: `${receiver.url}?v=2` } });
+    await expectDocumented('PUT', '/webhooks/subscriptions/:id', '/webhooks/subscriptions/abc', 400, { body: { callbackUrl: receiver.url } });
+    await expectDocumented('PUT', '/webhooks/subscriptions/:id', `/webhooks/subscriptions/${'f'.repeat(24)}`, 404, { body: { callbackUrl: receiver.url } });
+  });
+
+  it('points: changes, idempotent replays and their errors', async () => {
+    await t.customer(shop.shopId, 'c-1', 500);
+    const add = await expectDocumented('POST', '/points/add', '/points/add', 200, {
+      body: { customerIdentifier: 'c-1@example.com', amount: 50, description: 'order #1' },
+      headers: { 'idempotency-key': 'add-1' },
+    });
+    const replay = await expectDocumented('POST', '/points/add', '/points/add', 200, {
+      body: { customerIdentifier: 'c-1@example.com', amount: 50, description: 'order #1' },
+      headers: { 'idempotency-key': 'add-1' },
+    });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.body).toEqual(add.body);
+    await expectDocumented('POST', '/points/add', '/points/add', 422, { body: { customerIdentifier: 'c-1', amount: 51 }, headers: { 'idempotency-key': 'add-1' } });
+    await expectDocumented('POST', '/points/add', '/points/add', 404, { body: { customerIdentifier: 'nobody', amount: 1 } });
+    await expectDocumented('POST', '/points/add', '/points/add', 400, { body: { customerIdentifier: 'c-1', amount: -1 } });
+    await expectDocumented('POST', '/points/add', '/points/add', 413, { body: JSON.stringify({ customerIdentifier: 'c-1', amount: 1, note: 'x'.repeat(1024 * 1024) }) });
+
+    for (const path of ['/points/substract', '/points/subtract']) {
+      await expectDocumented('POST', path, path, 200, { body: { customerIdentifier: 'c-1', amount: 10, note: 'returned item' } });
+      await expectDocumented('POST', path, path, 422, { body: { customerIdentifier: 'c-1', amount: 1_000_000_000 } });
+    }
+    await expectDocumented('POST', '/points/update', '/points/update', 200, { body: { customerIdentifier: 'c-1', amount: 1000 } });
+    await expectDocumented('POST', '/points/update', '/points/update', 404, { body: { customerIdentifier: 'nobody@example.com', amount: 0 } });
+    await expectDocumented('POST', '/points/update', '/points/update', 400, { body: 'not json', headers: { 'content-type': 'text/plain' } });
+  });
+
+  it('redemptions', async () => {
+    const db = t.app.database.db;
+    const { pointsRedemption } = await createPointsRedemption(db, shop.shopId, { name: '5 off', type: 'amount', discountPrefix: 'SAVE', rewardValue: 100, discountValue: 5 });
+    await createPointsRedemption(db, shop.shopId, { name: 'A gift', type: 'free_product', rewardValue: 300, applyVariants: ['v-1'], expireDateType: 'days', expireDays: 30 });
+    await t.customer(shop.shopId, 'c-2', 0);
+
+    const list = await expectDocumented('GET', '/pointsRedemptions', '/pointsRedemptions?customerIdentifier=c-1&page=1&pageSize=10', 200);
+    expect(list.body.pointsRedemptions).toHaveLength(2);
+    await expectDocumented('GET', '/pointsRedemptions', '/pointsRedemptions?customerIdentifier=c-1&page=1', 400);
+    await expectDocumented('GET', '/pointsRedemptions', '/pointsRedemptions?customerIdentifier=nobody&page=1&pageSize=10', 404);
+
+    await expectDocumented('POST', '/pointsRedemptions', '/pointsRedemptions', 200, { body: { customerIdentifier: 'c-1', rewardId: pointsRedemption._id, pointsAmount: 100, currencyActive: 'eur' } });
+    await expectDocumented('POST', '/pointsRedemptions', '/pointsRedemptions', 422, { body: { customerIdentifier: 'c-2', rewardId: pointsRedemption._id, pointsAmount: 100 } });
+    await expectDocumented('POST', '/pointsRedemptions', '/pointsRedemptions', 404, { body: { customerIdentifier: 'c-1', rewardId: 'a'.repeat(24), pointsAmount: 100 } });
+    await expectDocumented('POST', '/pointsRedemptions', '/pointsRedemptions', 400, { body: { customerIdentifier: 'c-1', rewardId: pointsRedemption._id, pointsAmount: 0 } });
+  });
+
+  it('referrals', async () => {
+    const code = await expectDocumented('GET', '/referral', '/referral', 400);
+    expect(code.body.details.length).toBeGreaterThan(0);
+    const { body } = await expectDocumented('GET', '/referral', '/referral?customerIdentifier=c-1', 200);
+    await expectDocumented('GET', '/referral', '/referral?customerIdentifier=nobody', 404);
+    await registerReferral(t.app.database.db, shop.shopId, { referralCode: body.data.referralCode, customer: { shopifyCustomerId: 'c-3', email: 'c-3@example.com', birthday: '1990-05-17' } });
+
+    const referees = await expectDocumented('GET', '/referral/referee', '/referral/referee?customerIdentifier=c-1&page=1&pageSize=10', 200);
+    expect(referees.body.data).toHaveLength(1);
+    await expectDocumented('GET', '/referral/referee', '/referral/referee?customerIdentifier=c-1&page=1&pageSize=251', 400);
+    await expectDocumented('GET', '/referral/referee', '/referral/referee?customerIdentifier=nobody&page=1&pageSize=10', 404);
+  });
+
+  it('deliveries, their replay, and webhook bodies as the document describes them', async () => {
+    // points/* (add, two subtracts, update) and redemptions/* (one) so far.
+    const received = await receiver.waitFor(5, 20_000);
+    for (const request of received) {
+      const event = JSON.parse(request.body);
+      const ref = `openapi.json#/webhooks/${pointer(event.type)}/post/requestBody/content/${pointer('application/json')}/schema`;
+      const validate = ajv.getSchema(ref)!;
+      expect(validate(event) ? [] : validate.errors, event.type).toEqual([]);
+    }
+
+    const list = await expectDocumented('GET', '/webhooks/deliveries', '/webhooks/deliveries?topic=points/*&pageSize=50', 200);
+    expect(list.body.deliveries.length).toBeGreaterThanOrEqual(4);
+    await expectDocumented('GET', '/webhooks/deliveries', '/webhooks/deliveries?status=nope', 400);
+
+    const id = list.body.deliveries[0].id;
+    const one = await expectDocumented('GET', '/webhooks/deliveries/:id', `/webhooks/deliveries/${id}`, 200);
+    expect(one.body.delivery.attempts.length).toBeGreaterThan(0);
+    await expectDocumented('GET', '/webhooks/deliveries/:id', '/webhooks/deliveries/xyz', 400);
+    await expectDocumented('GET', '/webhooks/deliveries/:id', `/webhooks/deliveries/${'b'.repeat(24)}`, 404);
+
+    await expectDocumented('POST', '/webhooks/deliveries/:id/replay', `/webhooks/deliveries/${id}/replay`, 202);
+    await expectDocumented('POST', '/webhooks/deliveries/:id/replay', `/webhooks/deliveries/${'b'.repeat(24)}/replay`, 404);
+    await expectDocumented('POST', '/webhooks/deliveries/:id/replay', '/webhooks/deliveries/xyz/replay', 400);
+
+    const redemption = list.body.deliveries.length && (await call('GET', '/webhooks/deliveries?topic=redemptions/created')).body.deliveries[0];
+    await expectDocumented('DELETE', '/webhooks/subscriptions/:id', `/webhooks/subscriptions/${subscription.other}`, 200);
+    await expectDocumented('DELETE', '/webhooks/subscriptions/:id', `/webhooks/subscriptions/${subscription.other}`, 404);
+    await expectDocumented('DELETE', '/webhooks/subscriptions/:id', '/webhooks/subscriptions/nope', 400);
+    await expectDocumented('POST', '/webhooks/deliveries/:id/replay', `/webhooks/deliveries/${redemption.id}/replay`, 422);
+  });
+
+  it('secret rotation, up to its rate limit of 5 a minute', async () => {
+    const path = `/webhooks/subscriptions/${subscription.id}/rotate-secret`;
+    const route = '/webhooks/subscriptions/:id/rotate-secret';
+    await expectDocumented('POST', route, path, 201, { body: { graceHours: 0 } });
+    await expectDocumented('POST', route, path, 201); // no body: 24 h of grace
+    await expectDocumented('POST', route, path, 400, { body: { graceHours: 25 } });
+    await expectDocumented('POST', route, `/webhooks/subscriptions/${'c'.repeat(24)}/rotate-secret`, 404);
+    await expectDocumented('POST', route, path, 201);
+    const limited = await expectDocumented('POST', route, path, 429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('covered a success and an error of every documented operation', () => {
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const method of Object.keys(item)) {
+        const route = path.slice(REST_PREFIX.length).replace(/\{(\w+)\}/g, ':$1');
+        const statuses = [...checked].filter((c) => c.startsWith(`${method.toUpperCase()} ${route} `)).map((c) => Number(c.split(' ')[2]));
+        expect(statuses.some((s) => s < 300), `${method} ${path} success`).toBe(true);
+        expect(statuses.some((s) => s >= 400), `${method} ${path} error`).toBe(true);
+      }
+    }
+  });
+});
