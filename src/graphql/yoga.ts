@@ -9,6 +9,7 @@ import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { GraphQLContext } from './builder.js';
 import { useRateLimits } from './rate-limit.js';
+import { useRequestChecks } from './request-checks.js';
 import { schema } from './schema.js';
 
 /** Over HTTP Fastify's request and reply; over graphql-ws only the shop the connection authenticated. */
@@ -42,7 +43,7 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: [useRateLimits(services.rateLimiter)],
+    plugins: [useRequestChecks(), useRateLimits(services.rateLimiter)],
     logging: {
       debug: (...args) => logger.debug(args.map(String).join(' ')),
       info: (...args) => logger.info(args.map(String).join(' ')),

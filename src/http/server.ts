@@ -10,6 +10,7 @@ import type { RateLimiter } from '../rate-limit/limiter.js';
 import { REST_PREFIX, restApi } from '../rest/index.js';
 import { resolveShop } from './auth.js';
 import { HttpError, toErrorResponse } from './errors.js';
+import { answerClientError, answerFrameworkError } from './framework-errors.js';
 import { registerDashboard } from './dashboard.js';
 import { registerApiDocs } from './docs.js';
 import { idempotencyHooks } from './idempotency.js';
@@ -45,6 +46,9 @@ export async function createHttpServer(deps: {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true },
+    // Requests Fastify or Node refuse before routing still get the JSON error envelope.
+    frameworkErrors: answerFrameworkError,
+    clientErrorHandler: answerClientError,
   });
 
   // JSON only: a text/plain (or any other) body is refused as a wrong content type.
