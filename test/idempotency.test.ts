@@ -6,7 +6,7 @@ let t: TestApp;
 let shop: { shopId: string; apiKey: string };
 
 beforeAll(async () => {
-  t = await startTestApp();
+  t = await startTestApp({ WEBHOOK_ALLOWED_HOSTS: '127.0.0.1' });
   shop = await t.shop();
   await t.customer(shop.shopId, 'idem-1', 100);
 });
@@ -102,6 +102,32 @@ describe('Idempotency-Key', () => {
     expect(second.events[0]!.data.data.customerPointsChanged.points).toBeGreaterThan(0);
     second.close();
     await second.ended;
+  });
+
+  it('never stores a response carrying a secret (a new API key, a signing secret): a retry runs again', async () => {
+    const createKey = () =>
+      t.graphql(shop.apiKey, 'mutation { apiKeyCreate { key userErrors { code } } }', undefined, { 'idempotency-key': 'new-key-1' });
+    const firstKey = (await createKey()).data.apiKeyCreate.key as string;
+    const secondKey = (await createKey()).data.apiKeyCreate.key as string;
+    expect(firstKey).toMatch(/^lk_/);
+    expect(secondKey).not.toBe(firstKey);
+
+    const subscribe = () =>
+      t.post('/rest-api/v1/webhooks/subscriptions', { topic: 'points/added', callbackUrl: 'https://127.0.0.1/hook' }, shop.apiKey, {
+        'idempotency-key': 'new-hook-1',
+      });
+    const hook = await subscribe();
+    expect(hook.status).toBe(201);
+    expect(hook.headers.get('cache-control')).toBe('no-store');
+    const secret = (await hook.json()).subscription.signingSecret as string;
+    expect(secret).toMatch(/^[0-9a-f]{64}$/);
+    expect((await subscribe()).headers.get('idempotent-replayed')).toBeNull();
+
+    const stored = await t.app.database.db.selectFrom('idempotency_keys').select(['key', 'response_body']).where('shop_id', '=', shop.shopId).execute();
+    expect(stored.map((row) => row.key)).not.toContain('new-key-1');
+    for (const row of stored) {
+      for (const leaked of [firstKey, secondKey, secret]) expect(row.response_body ?? '').not.toContain(leaked);
+    }
   });
 
   it('rejects an unusable key with 400', async () => {

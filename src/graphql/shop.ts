@@ -10,6 +10,7 @@ import {
 } from '../domain/shops.js';
 import { bearerToken } from '../http/auth.js';
 import { builder, type GraphQLContext } from './builder.js';
+import { markResponseSecret } from './no-store.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 import type { ServerContext } from './yoga.js';
 
@@ -137,8 +138,7 @@ builder.mutationFields((t) => ({
     resolve: (_root, _args, ctx) =>
       withUserErrors(async () => {
         const { apiKey, key } = await createApiKey(ctx.db, ctx.shop.id);
-        // The body carries a secret: no cache may keep it.
-        (ctx as GraphQLContext & Partial<ServerContext>).reply?.header('cache-control', 'no-store');
+        markResponseSecret(ctx);
         return { apiKey: key, key: apiKey };
       }),
   }),

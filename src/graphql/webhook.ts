@@ -9,6 +9,7 @@ import {
 } from '../domain/webhook-subscriptions.js';
 import { builder } from './builder.js';
 import { forwardPageArgs, toConnection } from './connections.js';
+import { markResponseSecret } from './no-store.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 const WebhookTopic = builder.objectRef<{ topic: string; description: string }>('WebhookTopic').implement({
@@ -127,7 +128,11 @@ builder.mutationFields((t) => ({
     description: 'Subscribes a public HTTPS URL to a topic; the payload carries the signing secret, once.',
     args: { input: t.arg({ type: WebhookSubscriptionCreateInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
-      withUserErrors(async () => withSecret(await createSubscription(ctx.webhooks, ctx.shop.id, input))),
+      withUserErrors(async () => {
+        const created = withSecret(await createSubscription(ctx.webhooks, ctx.shop.id, input));
+        markResponseSecret(ctx);
+        return created;
+      }),
   }),
   webhookSubscriptionUpdate: t.field({
     type: WebhookSubscriptionUpdatePayload,
@@ -141,9 +146,11 @@ builder.mutationFields((t) => ({
     description: 'Issues a new signing secret (in the payload, once); the old one stays valid for graceHours.',
     args: { input: t.arg({ type: WebhookSubscriptionRotateSecretInput, required: true }) },
     resolve: (_root, { input: { id, graceHours } }, ctx) =>
-      withUserErrors(async () =>
-        withSecret(await rotateSigningSecret(ctx.webhooks, ctx.shop.id, String(id), graceHours == null ? {} : { graceHours })),
-      ),
+      withUserErrors(async () => {
+        const rotated = withSecret(await rotateSigningSecret(ctx.webhooks, ctx.shop.id, String(id), graceHours == null ? {} : { graceHours }));
+        markResponseSecret(ctx);
+        return rotated;
+      }),
   }),
   webhookSubscriptionDelete: t.field({
     type: WebhookSubscriptionDeletePayload,

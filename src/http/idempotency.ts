@@ -47,8 +47,11 @@ export function idempotencyHooks(db: DB) {
       request.idempotencyKey = undefined;
       const body = typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : undefined;
       // Failures the client should retry leave the key free for that retry. So does a stream (an SSE
-      // subscription): it cannot be stored, and opening it again changes nothing.
-      if (body === undefined || reply.statusCode >= 500 || reply.statusCode === 429) {
+      // subscription): it cannot be stored, and opening it again changes nothing. And so does a
+      // response carrying a secret (`no-store`: a new API key, a signing secret), which is never kept
+      // in clear: a retry runs again and shows a new secret.
+      const secret = String(reply.getHeader('cache-control') ?? '').includes('no-store');
+      if (body === undefined || secret || reply.statusCode >= 500 || reply.statusCode === 429) {
         await releaseIdempotencyKey(db, request.shop.id, key);
       } else {
         await completeIdempotencyKey(db, request.shop.id, key, { status: reply.statusCode, body });

@@ -35,7 +35,7 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookSubscri
 
   const create = async (request: FastifyRequest, reply: FastifyReply) => {
     const subscription = await createSubscription(deps, request.shop!.id, request.body);
-    return reply.code(201).send({ success: true, message: 'Webhook subscription created; keep the signing secret, it is shown only now', subscription });
+    return reply.code(201).header('cache-control', 'no-store').send({ success: true, message: 'Webhook subscription created; keep the signing secret, it is shown only now', subscription });
   };
   app.post('/webhooks/subscriptions', create);
   // The contract's reference heading spells the create path in the singular.
@@ -53,7 +53,7 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookSubscri
 
   app.post<WithId>('/webhooks/subscriptions/:id/rotate-secret', { onRequest: emptyBodyIsNoBody }, async (request, reply) => {
     const subscription = await rotateSigningSecret(deps, request.shop!.id, request.params.id, request.body);
-    return reply.code(201).send({ success: true, message: 'Signing secret rotated; keep the new secret, it is shown only now', subscription });
+    return reply.code(201).header('cache-control', 'no-store').send({ success: true, message: 'Signing secret rotated; keep the new secret, it is shown only now', subscription });
   });
 
   app.delete<WithId>('/webhooks/subscriptions/:id', { onRequest: emptyBodyIsNoBody }, async (request) => {
