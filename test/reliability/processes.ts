@@ -1,12 +1,16 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sql } from 'kysely';
-import type { DB } from '../../src/db/database.js';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { type DB, openDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
+import { upsertCustomer } from '../../src/domain/customers.js';
+import { createShop } from '../../src/domain/shops.js';
 import { freePort } from '../helpers.js';
 
 /**
@@ -200,11 +204,11 @@ export type ThrowawayPostgres = {
   /** postgres://postgres@127.0.0.1:<port>/postgres */
   url: string;
   port: number;
-  start(): void;
+  start(): Promise<void>;
   /** pg_ctl stop: `fast` disconnects clients and shuts down cleanly, `immediate` is a crash. */
-  stop(mode?: 'fast' | 'immediate'): void;
+  stop(mode?: 'fast' | 'immediate'): Promise<void>;
   /** Stops it (if running) and removes its folder. */
-  destroy(): void;
+  destroy(): Promise<void>;
 };
 
 /**
@@ -222,48 +226,71 @@ export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
     const gid = Number(execFileSync('id', ['-g', 'postgres']).toString());
     chownSync(dir, uid, gid);
   }
-  const run = (binary: string, args: string[]) => {
+  // Asynchronous, so a test's load keeps running (and its timings stay true) while pg_ctl works.
+  const run = async (binary: string, args: string[]) => {
     const command = path.join(PG_BIN!, binary);
-    execFileSync(asRoot ? 'runuser' : command, asRoot ? ['-u', 'postgres', '--', command, ...args] : args, { stdio: 'pipe', cwd: dir });
+    await promisify(execFile)(asRoot ? 'runuser' : command, asRoot ? ['-u', 'postgres', '--', command, ...args] : args, { cwd: dir });
   };
   const data = path.join(dir, 'data');
-  run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+  await run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
   const port = await freePort();
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100`;
   let up = false;
   const pg: ThrowawayPostgres = {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
-    start() {
-      run('pg_ctl', ['start', '-D', data, '-w', '-t', '30', '-l', path.join(dir, 'log'), '-o', options]);
+    async start() {
+      await run('pg_ctl', ['start', '-D', data, '-w', '-t', '30', '-l', path.join(dir, 'log'), '-o', options]);
       up = true;
     },
-    stop(mode = 'fast') {
-      run('pg_ctl', ['stop', '-D', data, '-w', '-t', '30', '-m', mode]);
+    async stop(mode = 'fast') {
+      await run('pg_ctl', ['stop', '-D', data, '-w', '-t', '30', '-m', mode]);
       up = false;
     },
-    destroy() {
+    async destroy() {
       try {
-        if (up) pg.stop('immediate');
+        if (up) await pg.stop('immediate');
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
     },
   };
-  pg.start();
+  await pg.start();
   return pg;
 }
 
-/** Rows of the shop's customers, balance by shopify id: a snapshot to compare before and after. */
-export async function balances(db: DB, shopId: string): Promise<Record<string, number>> {
-  const rows = await db.selectFrom('customers').select(['shopify_customer_id', 'points']).where('shop_id', '=', shopId).execute();
-  return Object.fromEntries(rows.map((r) => [r.shopify_customer_id, r.points]));
-}
-
-/** Deletes nothing and checks nothing: confirms the database answers, for readiness waits. */
-export async function databaseAnswers(db: DB): Promise<boolean> {
-  return sql`select 1`.execute(db).then(
-    () => true,
-    () => false,
-  );
+/**
+ * A migrated private schema on TEST_DATABASE_URL with one shop and its customers (`c-0`…), for
+ * server processes to share. Not isolatedPostgresUrl(): a run starting beside this one drops every
+ * `t_…` schema as a leftover (test/global-setup.ts), which a test of several processes lasting
+ * a minute meets on a shared machine. This schema has its own prefix and is dropped by close().
+ */
+export async function sharedDatabase(customers: number, shopName = 'Reliability shop') {
+  const base = process.env.TEST_DATABASE_URL!;
+  const schema = `rel_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  await admin.query(`create schema ${schema}`);
+  await admin.end();
+  const url = new URL(base);
+  url.searchParams.set('options', `-c search_path=${schema}`);
+  const handle = await openDatabase({ url: url.toString(), poolSize: 5 });
+  await migrateToLatest(handle.db);
+  const { shop, apiKey } = await createShop(handle.db, shopName);
+  const ids = Array.from({ length: customers }, (_, i) => `c-${i}`);
+  for (const id of ids) await upsertCustomer(handle.db, shop.id, { shopifyCustomerId: id, email: `${id}@example.com` });
+  return {
+    db: handle.db,
+    url: url.toString(),
+    shopId: shop.id,
+    apiKey,
+    ids,
+    async close() {
+      await handle.close();
+      const client = new pg.Client({ connectionString: base });
+      await client.connect();
+      await client.query(`drop schema if exists ${schema} cascade`);
+      await client.end();
+    },
+  };
 }
