@@ -1,47 +1,25 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { type BrowserContext, chromium, type Page } from 'playwright-core';
+import { existsSync } from 'node:fs';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type BrowserSession, openChromium } from './chromium.js';
 import { startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const OUTPUT = join(process.cwd(), '.test-output');
-
 let t: TestApp;
 let shop: { shopId: string; apiKey: string };
-let profile: string;
-let browser: BrowserContext;
+let chromium: BrowserSession;
 let page: Page;
-const problems: string[] = [];
-const foreignRequests: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (as .ci/run does)`);
   t = await startTestApp();
   shop = await t.shop('Dashboard shop');
   await t.customer(shop.shopId, 'd-1', 100);
-  profile = mkdtempSync(join(tmpdir(), 'dashboard-chromium-'));
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1280, height: 900 },
-  });
-  page = browser.pages()[0] ?? (await browser.newPage());
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') problems.push(msg.text());
-  });
-  page.on('pageerror', (err) => problems.push(`pageerror: ${err.message} ${err.stack}`));
-  page.on('request', (req) => {
-    if (!req.url().startsWith(t.url) && !req.url().startsWith(t.url.replace('http', 'ws'))) foreignRequests.push(req.url());
-  });
+  chromium = await openChromium(t.url);
+  page = chromium.page;
 });
 
 afterAll(async () => {
-  await browser?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await chromium?.close();
   await t?.stop();
 });
 
@@ -88,9 +66,7 @@ describe('GET /dashboard in a real Chromium', () => {
     expect(await text('#points-net')).toBe('+20');
     expect(await text('#count-total')).toBe('2');
 
-    mkdirSync(OUTPUT, { recursive: true });
-    await page.screenshot({ path: join(OUTPUT, 'dashboard.png'), fullPage: true });
-    expect(existsSync(join(OUTPUT, 'dashboard.png'))).toBe(true);
+    expect(existsSync(await chromium.screenshot('dashboard.png'))).toBe(true);
   });
 
   it('follows the topic filter: unchecked topics stop arriving', async () => {
@@ -114,8 +90,8 @@ describe('GET /dashboard in a real Chromium', () => {
     await page.click('#connect-button');
     await page.waitForSelector('#status.error');
     expect(await text('#status')).toBe('API key refused');
-    expect(foreignRequests).toEqual([]);
+    expect(chromium.foreignRequests).toEqual([]);
     // The refused socket is logged by the browser; anything else is a bug.
-    expect(problems.filter((p) => !p.includes('WebSocket'))).toEqual([]);
+    expect(chromium.problems.filter((p) => !p.includes('WebSocket'))).toEqual([]);
   });
 });

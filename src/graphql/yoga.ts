@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { GraphQLError } from 'graphql';
 import { createYoga, maskError } from 'graphql-yoga';
+import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import type { DB } from '../db/database.js';
 import type { EventBus } from '../events/bus.js';
 import { DomainError, ValidationError } from '../domain/errors.js';
@@ -15,7 +16,8 @@ import { schema } from './schema.js';
 /** Over HTTP Fastify's request and reply; over graphql-ws only the shop the connection authenticated. */
 export type ServerContext = { req: Pick<FastifyRequest, 'shop'>; reply?: FastifyReply };
 
-const EXAMPLE_OPERATIONS = `# Add your API key under Headers: {"Authorization": "Bearer lk_..."}
+export const EXAMPLE_OPERATIONS = `# Loyalty GraphQL. Also here: the REST reference at /docs, live events at /dashboard.
+# Add your API key under Headers: {"Authorization": "Bearer lk_..."}, then pick an operation to run.
 query Customer {
   customer(identifier: "demo-1001") {
     email
@@ -24,11 +26,31 @@ query Customer {
   }
 }
 
+query RedeemableRewards {
+  pointsRedemptions(customerIdentifier: "demo-1001", first: 10) {
+    edges { node { _id name type rewardValue discountValue redeemable } }
+  }
+}
+
 mutation AddPoints {
   pointsAdd(input: { customerIdentifier: "demo-1001", amount: 10, description: "GraphiQL" }) {
     activity { _id oldPoints newPoints }
     userErrors { code field message }
   }
+}
+
+# rewardId: an _id from RedeemableRewards
+mutation Redeem {
+  pointsRedeem(input: { customerIdentifier: "demo-1001", rewardId: "<_id>", pointsAmount: 100 }) {
+    discountCode { code value type expiresAt }
+    customer { points }
+    userErrors { code field message }
+  }
+}
+
+# Runs until stopped; add or redeem points meanwhile to see events arrive.
+subscription PointsEvents {
+  events(topics: ["points/*", "redemptions/created"]) { id type timestamp data }
 }
 `;
 
@@ -50,7 +72,9 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
       warn: (...args) => logger.warn(args.map(String).join(' ')),
       error: (...args) => logger.error({ err: args.find((a) => a instanceof Error) }, args.map(String).join(' ')),
     },
-    graphiql: { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL' },
+    graphiql: { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL · REST reference at /docs · live events at /dashboard' },
+    // GraphiQL bundled into the page: nothing loaded from a CDN.
+    renderGraphiQL,
     landingPage: false,
     context: ({ req }) => {
       if (!req.shop) throw unauthenticatedError();

@@ -330,6 +330,7 @@ function buildDocument() {
       {
         post: {
           summary: description,
+          security: [], // sent by us, not called with an API key
           description: 'Signed per Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature` (see docs/webhooks.md). Answer 2xx within the timeout, or the delivery is retried.',
           requestBody: { content: { 'application/json': { schema: webhookEventSchema } } },
           responses: { 200: { description: 'Received' } },

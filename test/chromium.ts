@@ -1,0 +1,60 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type BrowserContext, chromium, type Page } from 'playwright-core';
+
+/** Debian's Chromium: no browser download. */
+export const CHROMIUM = '/usr/bin/chromium';
+/** Where page tests leave their screenshots. */
+export const OUTPUT = join(process.cwd(), '.test-output');
+
+export type BrowserSession = {
+  browser: BrowserContext;
+  page: Page;
+  /** Console errors and uncaught exceptions of the page. */
+  problems: string[];
+  /** Requests that went anywhere but `origin` (its WebSocket, blob: and data: URLs count as its own). */
+  foreignRequests: string[];
+  /** Full-page screenshot into .test-output/; resolves to its path. */
+  screenshot(name: string): Promise<string>;
+  close(): Promise<void>;
+};
+
+/** A headless Chromium with a throwaway profile, watching what the page does against `origin`. */
+export async function openChromium(origin: string): Promise<BrowserSession> {
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (as .ci/run does)`);
+  const profile = mkdtempSync(join(tmpdir(), 'test-chromium-'));
+  const browser = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1280, height: 900 },
+  });
+  const page = browser.pages()[0] ?? (await browser.newPage());
+  const problems: string[] = [];
+  const foreignRequests: string[] = [];
+  const own = [origin, origin.replace(/^http/, 'ws'), `blob:${origin}`, 'data:'];
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') problems.push(msg.text());
+  });
+  page.on('pageerror', (err) => problems.push(`pageerror: ${err.message} ${err.stack}`));
+  page.on('request', (req) => {
+    if (!own.some((prefix) => req.url().startsWith(prefix))) foreignRequests.push(req.url());
+  });
+  return {
+    browser,
+    page,
+    problems,
+    foreignRequests,
+    async screenshot(name) {
+      mkdirSync(OUTPUT, { recursive: true });
+      const path = join(OUTPUT, name);
+      await page.screenshot({ path, fullPage: true });
+      return path;
+    },
+    async close() {
+      await browser.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
