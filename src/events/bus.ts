@@ -114,6 +114,15 @@ export function createEventBus(options: {
     : new EventTarget();
 
   let listeners = 0;
+  // This instance's listeners by channel, besides their registration on the event target: when
+  // Redis cannot take a publish, the events still reach the subscribers on the instance that
+  // committed them (other instances miss them: live delivery is not durable).
+  const local = new Map<string, Set<(event: CustomEvent<EventEnvelope>) => void>>();
+  const deliverLocally = (events: EventEnvelope[]) => {
+    for (const event of events) {
+      for (const listener of local.get(channelOf(event.shopId)) ?? []) listener(new CustomEvent(channelOf(event.shopId), { detail: event }));
+    }
+  };
   const slots = createSubscriptionSlots({ limit: subscriptionsPerShop, redis: redis?.publisher, keyPrefix: options.keyPrefix, logger });
   const live = new Set<{ end(): void }>();
   let closed = false;
@@ -128,9 +137,18 @@ export function createEventBus(options: {
     // relay's log instead of becoming an unhandled rejection.
     const pipeline = redis.publisher.pipeline();
     for (const event of events) pipeline.publish(channelOf(event.shopId), JSON.stringify(event));
-    const results = (await pipeline.exec()) ?? [];
-    const failed = results.find(([err]) => err);
-    if (failed) throw failed[0];
+    let results: Array<[Error | null, unknown]>;
+    try {
+      results = (await pipeline.exec()) ?? [];
+    } catch (err) {
+      deliverLocally(events);
+      throw err;
+    }
+    const failed = events.filter((_, i) => results[i]?.[0]);
+    if (failed.length) {
+      deliverLocally(failed);
+      throw results.find(([err]) => err)![0];
+    }
   }
 
   async function subscribe(shopId: string, accept: (event: EventEnvelope) => boolean = () => true): Promise<AsyncIterableIterator<EventEnvelope>> {
@@ -154,11 +172,14 @@ export function createEventBus(options: {
     // However the subscription ends (returned, its socket closed, the bus closed), this runs once.
     const subscription = subscriptionQueue(() => {
       target.removeEventListener(channel, listener);
+      local.get(channel)?.delete(listener);
+      if (local.get(channel)?.size === 0) local.delete(channel);
       listeners--;
       live.delete(subscription);
       release();
     });
     target.addEventListener(channel, listener);
+    if (redis) local.set(channel, (local.get(channel) ?? new Set()).add(listener));
     listeners++;
     live.add(subscription);
     return subscription.iterator;
