@@ -22,6 +22,8 @@ async function ledgerOf(t: TestApp, shopId: string, customer: string) {
   return { points: row.points, entries: Number(ledger.entries), sum: Number(ledger.sum ?? 0) };
 }
 
+const POINTS_ADD_HOT = 'mutation { pointsAdd(input: { customerIdentifier: "hot", amount: 1 }) { activity { _id } } }';
+
 describe.skipIf(!onPostgres)('overload shedding (PostgreSQL)', () => {
   it('answers 503 overloaded with Retry-After at once when the pool queue is full, loses nothing, and recovers', async () => {
     const HOLD_MS = 4_000;
@@ -53,9 +55,17 @@ describe.skipIf(!onPostgres)('overload shedding (PostgreSQL)', () => {
         if (res instanceof Error) return { status: 0, ms: performance.now() - started, retryAfter: null, body: res.message };
         return { status: res.status, ms: performance.now() - started, retryAfter: res.headers.get('retry-after'), body: await res.json() };
       });
-      await sleep(HOLD_MS / 2);
+      // GraphQL is shed the same way: a 503 with Retry-After, not a masked error in a 200. (Sent
+      // while the API key is still cached, so it is the resolver's statement that is shed.)
+      await sleep(300);
+      const gql = await t.post('/graphql', { query: POINTS_ADD_HOT }, apiKey);
+      expect(gql.status).toBe(503);
+      expect(gql.headers.get('retry-after')).toBe('1');
+      expect((await gql.json()).errors[0].extensions.code).toBe('overloaded');
+      await sleep(HOLD_MS / 2 - 300);
       // Busy is not unreachable: the probe is shed too, and readiness stays up.
       expect((await fetch(`${t.url}/readyz`)).status).toBe(200);
+
       await sleep(HOLD_MS / 2);
       await holder.query('commit');
       const results = await Promise.all(calls);
@@ -131,6 +141,11 @@ describe.skipIf(!onPostgres)('overload shedding (PostgreSQL)', () => {
       const ready = await fetch(`${t.url}/readyz`);
       expect(ready.status).toBe(503);
       expect(await ready.json()).toMatchObject({ success: false, error: 'not_ready' });
+      // The key is still cached, so GraphQL reaches its resolver, whose database call fails: 503 too.
+      const gql = await t.post('/graphql', { query: 'mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 1 }) { activity { _id } } }' }, apiKey);
+      expect(gql.status).toBe(503);
+      expect(gql.headers.get('retry-after')).toBe('5');
+      expect((await gql.json()).errors[0].extensions.code).toBe('service_unavailable');
       await sleep(2_100); // the cached API key expires: the request needs the database again
       const started = performance.now();
       const res = await add();

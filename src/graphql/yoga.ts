@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { GraphQLError } from 'graphql';
 import { createYoga, maskError } from 'graphql-yoga';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
+import { databaseBusy } from '../db/busy.js';
 import type { DB } from '../db/database.js';
 import type { EventBus } from '../events/bus.js';
 import { DomainError, ValidationError } from '../domain/errors.js';
@@ -92,6 +93,13 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
               code: original.code,
               ...(original instanceof ValidationError ? { details: original.details } : {}),
             },
+          });
+        }
+        // As over REST: a shed request or an unreachable database is a 503 with Retry-After, not a masked 500.
+        const busy = databaseBusy(original);
+        if (busy) {
+          return new GraphQLError(busy.message, {
+            extensions: { code: busy.code, http: { status: 503, headers: { 'retry-after': String(busy.retryAfterSec) } } },
           });
         }
         return maskError(error, message, isDev);

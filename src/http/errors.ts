@@ -1,4 +1,4 @@
-import { DatabaseOverloadedError } from '../db/database.js';
+import { databaseBusy } from '../db/busy.js';
 import { ConflictError, DomainError, NotFoundError, RuleViolationError, ValidationError, type FieldIssue } from '../domain/errors.js';
 
 /** The REST error envelope (DESIGN.md "Errors"). */
@@ -44,17 +44,6 @@ const FASTIFY_ERRORS: Record<string, { status: number; code: string; message?: s
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, code: 'bad_request', message: 'Content-Length does not match the body' },
 };
 
-// Errors meaning the database cannot be reached right now: worth a retry, not a 500.
-const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P02', '57P03', '53300']);
-
-function isDatabaseUnavailable(err: { code?: unknown; message?: unknown }): boolean {
-  return (
-    UNAVAILABLE_CODES.has(String(err.code)) ||
-    (typeof err.message === 'string' &&
-      /timeout exceeded when trying to connect|Connection terminated|PGlite is closed/.test(err.message))
-  );
-}
-
 export type ErrorResponse = { body: ErrorBody; headers: Record<string, string>; internal: boolean };
 
 /** Turns anything thrown while serving a request into a status, headers and an envelope. */
@@ -74,15 +63,9 @@ export function toErrorResponse(err: unknown): ErrorResponse {
   const e = (err ?? {}) as { code?: string; statusCode?: number; message?: string };
   const known = e.code ? FASTIFY_ERRORS[e.code] : undefined;
   if (known) return make(known.status, known.code, known.message ?? e.message ?? known.code);
-  if (err instanceof DatabaseOverloadedError) {
-    // Shed before touching the database: nothing was done, so a retry is safe. Not logged per request.
-    return make(503, 'overloaded', 'the server is at capacity; retry shortly', { headers: { 'retry-after': '1' } });
-  }
-  if (isDatabaseUnavailable(e)) {
-    return make(503, 'service_unavailable', 'the database is unreachable; retry shortly', {
-      headers: { 'retry-after': '5' },
-      internal: true,
-    });
+  const busy = databaseBusy(err);
+  if (busy) {
+    return make(503, busy.code, busy.message, { headers: { 'retry-after': String(busy.retryAfterSec) }, internal: busy.code !== 'overloaded' });
   }
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
     return make(e.statusCode, 'bad_request', e.message ?? 'bad request');
