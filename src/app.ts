@@ -1,3 +1,4 @@
+import type { FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import type { Config } from './config.js';
 import { type DatabaseHandle, openDatabase } from './db/database.js';
@@ -18,6 +19,8 @@ export type App = {
   logger: Logger;
   /** Committed events for live subscribers; stats() shows what is open. */
   bus: EventBus;
+  /** The Fastify instance (its routes, `inject` for tests). */
+  http: FastifyInstance;
   /** Listens on the configured host and port; resolves to the base URL. */
   start(): Promise<string>;
   /** Runs the outbox relay and the webhook delivery worker without serving HTTP (`npm run worker`). */
@@ -117,6 +120,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     database,
     logger,
     bus,
+    http,
     async start() {
       await http.listen({ port: config.port, host: config.host });
       if (config.worker) startWorker();
