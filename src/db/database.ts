@@ -60,6 +60,10 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
     });
     // An idle client losing its connection must not crash the process; the pool replaces it.
     pool.on('error', () => {});
+    // A connection lost while checked out (mid-transaction, between statements) emits 'error' on
+    // its client, which pg-pool handles only for idle ones: unheard, it killed the process when
+    // PostgreSQL stopped. Heard here, the client's next query fails instead (a 503 for its request).
+    pool.on('connect', (client) => client.on('error', () => {}));
     const maxWaiting = options.maxWaiting ?? 100;
     // pg-pool queues a request also while an idle connection is about to be handed to it (until
     // the next tick), so only the requests beyond the idle connections really wait.

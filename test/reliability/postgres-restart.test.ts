@@ -104,6 +104,7 @@ describe.skipIf(!onPostgres || unavailable !== null)('PostgreSQL stopped and sta
       const downAt = Date.now();
       const readyDown: number[] = [];
       while (Date.now() - downAt < OUTAGE_MS) {
+        if (server.child.exitCode !== null) throw new Error(`the server died with the database: ${server.output().slice(-4_000)}`);
         readyDown.push((await fetch(`${server.url}/readyz`)).status);
         await new Promise((r) => setTimeout(r, 500));
       }
