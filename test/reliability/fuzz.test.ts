@@ -481,9 +481,11 @@ function judge(c: Case, a: Answer): string | null {
   if (a.status >= 500) return `status ${a.status}`;
   if (c.method === 'HEAD' || a.status === 204) return null;
   const graphql = c.path.startsWith('/graphql') && !c.path.startsWith('/graphql/');
+  // A client that asked for GraphQL over SSE gets its errors as an SSE `next` event.
+  const sseData = graphql && String(a.headers['content-type']).includes('text/event-stream') ? /^data: (.*)$/m.exec(a.body)?.[1] : undefined;
   let body: any;
   try {
-    body = JSON.parse(a.body);
+    body = JSON.parse(sseData ?? a.body);
   } catch {
     // A 2xx that is not JSON is a page or a stream (GET /graphql with Accept: text/event-stream).
     return a.status < 300 && !String(a.headers['content-type']).includes('json') ? null : `not JSON (${a.status}): ${a.body.slice(0, 120)}`;
@@ -491,7 +493,7 @@ function judge(c: Case, a: Answer): string | null {
   const errors: unknown = body?.errors;
   if (graphql && Array.isArray(errors) && errors.some((e) => /unexpected error/i.test(String(e?.message)))) return `masked internal error: ${JSON.stringify(errors).slice(0, 200)}`;
   if (a.status < 300) return c.method === 'GET' || c.method === 'HEAD' || graphql ? null : `a bad request was accepted (${a.status}): ${a.body.slice(0, 160)}`;
-  if (!String(a.headers['content-type'] ?? '').includes('json')) return `content-type ${a.headers['content-type']}`;
+  if (!sseData && !String(a.headers['content-type'] ?? '').includes('json')) return `content-type ${a.headers['content-type']}`;
   const envelope = body?.success === false && body.statusCode === a.status && typeof body.error === 'string' && typeof body.message === 'string';
   const graphqlErrors = graphql && Array.isArray(errors) && errors.length > 0 && errors.every((e) => typeof e?.message === 'string');
   return envelope || graphqlErrors ? null : `not the error envelope (${a.status}): ${a.body.slice(0, 160)}`;
