@@ -451,7 +451,7 @@ describe.skipIf(!REDIS_URL)('the Redis bus', () => {
 
       redisServer.kill('SIGKILL');
       await once(redisServer, 'exit');
-      await addPointsOn(app, shop, 'x-1', 1); // committed and acknowledged; its live event is lost
+      await addPointsOn(app, shop, 'x-1', 1); // committed and acknowledged; heard only on this instance
       const during = collect(shopClient, EVENTS, { topics: ['points/*'] });
       await until(() => app.app.bus.stats().subscriptions === 2, 10_000, 'a subscription accepted without Redis');
 
