@@ -10,24 +10,30 @@ import pg from 'pg';
  * which Node reads at process start; set here, before vitest forks its workers, it reaches every
  * test process and every server or worker process they spawn.
  */
-/** Drops the private schemas test files made (test/helpers.ts isolatedPostgresUrl), when no file runs. */
-async function dropTestSchemas(): Promise<void> {
+// Test files' private schemas are named t_<run>_<random> (test/helpers.ts isolatedPostgresUrl), <run>
+// being this run's start time in base 36: a run drops its own schemas at the end, and at its start
+// only those of runs begun over an hour ago (interrupted ones), never those of a run still going.
+const RUN = Date.now().toString(36);
+const STALE_MS = 60 * 60 * 1000;
+
+async function dropTestSchemas(which: (run: string) => boolean): Promise<void> {
   const url = process.env.TEST_DATABASE_URL;
   if (!url) return;
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const { rows } = await client.query<{ name: string }>(
-      `select nspname as name from pg_namespace where nspname ~ '^t_[0-9a-f]{12}$'`,
-    );
-    for (const { name } of rows) await client.query(`drop schema if exists ${name} cascade`);
+    const { rows } = await client.query<{ name: string }>(`select nspname as name from pg_namespace where nspname ~ '^t_[0-9a-z]+_[0-9a-f]{12}$'`);
+    for (const { name } of rows) {
+      if (which(name.split('_')[1]!)) await client.query(`drop schema if exists ${name} cascade`);
+    }
   } finally {
     await client.end();
   }
 }
 
 export default async function setup(): Promise<() => Promise<void>> {
-  await dropTestSchemas(); // leftovers of an interrupted run
+  await dropTestSchemas((run) => Date.now() - parseInt(run, 36) > STALE_MS);
+  process.env.TEST_RUN = RUN;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'loyalty-test-tls-'));
   const key = path.join(dir, 'receiver-key.pem');
   const cert = path.join(dir, 'receiver-cert.pem');
@@ -43,6 +49,6 @@ export default async function setup(): Promise<() => Promise<void>> {
   process.env.NODE_EXTRA_CA_CERTS = cert;
   return async () => {
     rmSync(dir, { recursive: true, force: true });
-    await dropTestSchemas();
+    await dropTestSchemas((run) => run === RUN);
   };
 }

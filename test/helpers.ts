@@ -18,12 +18,13 @@ export const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
 
 /**
  * A PostgreSQL URL whose connections see only a fresh schema, so test files running in parallel
- * on one database never meet. `drop()` leaves it for the global teardown (test/global-setup.ts):
- * dropping a schema while another file's migrator reads the catalog fails that migrator.
+ * on one database never meet. `drop()` leaves it for the run's global teardown
+ * (test/global-setup.ts): dropping a schema while another file's migrator reads the catalog fails
+ * that migrator.
  */
 export async function isolatedPostgresUrl(): Promise<{ url: string; drop(): Promise<void> }> {
   const base = process.env.TEST_DATABASE_URL!;
-  const schema = `t_${randomBytes(6).toString('hex')}`;
+  const schema = `t_${process.env.TEST_RUN}_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: base });
   await admin.connect();
   await admin.query(`create schema ${schema}`);

@@ -6,12 +6,11 @@ import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import pg from 'pg';
 import { type DB, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { upsertCustomer } from '../../src/domain/customers.js';
 import { createShop } from '../../src/domain/shops.js';
-import { freePort } from '../helpers.js';
+import { freePort, isolatedPostgresUrl } from '../helpers.js';
 
 /**
  * Shared pieces of the reliability suite: server processes started as `npm start` starts them,
@@ -261,36 +260,21 @@ export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
 
 /**
  * A migrated private schema on TEST_DATABASE_URL with one shop and its customers (`c-0`…), for
- * server processes to share. Not isolatedPostgresUrl(): a run starting beside this one drops every
- * `t_…` schema as a leftover (test/global-setup.ts), which a test of several processes lasting
- * a minute meets on a shared machine. This schema has its own prefix and is dropped by close().
+ * server processes to share.
  */
 export async function sharedDatabase(customers: number, shopName = 'Reliability shop') {
-  const base = process.env.TEST_DATABASE_URL!;
-  const schema = `rel_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: base });
-  await admin.connect();
-  await admin.query(`create schema ${schema}`);
-  await admin.end();
-  const url = new URL(base);
-  url.searchParams.set('options', `-c search_path=${schema}`);
-  const handle = await openDatabase({ url: url.toString(), poolSize: 5 });
+  const { url } = await isolatedPostgresUrl();
+  const handle = await openDatabase({ url, poolSize: 5 });
   await migrateToLatest(handle.db);
   const { shop, apiKey } = await createShop(handle.db, shopName);
   const ids = Array.from({ length: customers }, (_, i) => `c-${i}`);
   for (const id of ids) await upsertCustomer(handle.db, shop.id, { shopifyCustomerId: id, email: `${id}@example.com` });
   return {
     db: handle.db,
-    url: url.toString(),
+    url,
     shopId: shop.id,
     apiKey,
     ids,
-    async close() {
-      await handle.close();
-      const client = new pg.Client({ connectionString: base });
-      await client.connect();
-      await client.query(`drop schema if exists ${schema} cascade`);
-      await client.end();
-    },
+    close: () => handle.close(),
   };
 }
