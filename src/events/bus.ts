@@ -1,4 +1,4 @@
-import { getEventListeners } from 'node:events';
+import { getEventListeners, setMaxListeners } from 'node:events';
 import { createRedisEventTarget } from '@graphql-yoga/redis-event-target';
 import type { PubSubEventTarget } from 'graphql-yoga';
 import { Redis } from 'ioredis';
@@ -111,7 +111,7 @@ export function createEventBus(options: {
   }
   const target: PubSubEventTarget<Channels> = redis
     ? createRedisEventTarget({ publishClient: redis.publisher, subscribeClient: redis.subscriber })
-    : new EventTarget();
+    : manyListenersTarget();
 
   let listeners = 0;
   // This instance's listeners by channel, besides their registration on the event target: when
@@ -203,4 +203,11 @@ export function createEventBus(options: {
       }
     },
   };
+}
+
+/** An EventTarget without Node's warning at 11 listeners: a shop may hold SUBSCRIPTIONS_PER_SHOP, which bounds them. */
+function manyListenersTarget(): EventTarget {
+  const target = new EventTarget();
+  setMaxListeners(0, target);
+  return target;
 }
