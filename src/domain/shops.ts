@@ -5,6 +5,7 @@ import type { Queryable } from '../db/transaction.js';
 import { NotFoundError, RuleViolationError } from './errors.js';
 import { newId, randomString } from './ids.js';
 import { parseInput } from './validation.js';
+import { singleFlight } from './single-flight.js';
 
 export type Shop = { id: string; name: string; createdAt: Date };
 export type ApiKeyInfo = { id: string; prefix: string; createdAt: Date; revokedAt: Date | null };
@@ -127,13 +128,14 @@ const apiKeyCaches = new WeakMap<object, Map<string, CachedShop>>();
 // lookup that was already running when it happened.
 let revocationEpoch = 0;
 
-function cacheFor(db: Queryable): Map<string, CachedShop> {
-  let cache = apiKeyCaches.get(db);
-  if (!cache) {
-    cache = new Map();
-    apiKeyCaches.set(db, cache);
+/** The map `maps` holds for this database handle, made on first use. */
+function perHandle<V>(maps: WeakMap<object, Map<string, V>>, db: Queryable): Map<string, V> {
+  let map = maps.get(db);
+  if (!map) {
+    map = new Map();
+    maps.set(db, map);
   }
-  return cache;
+  return map;
 }
 
 /** The shop a presented API key belongs to, or null for a malformed, unknown or revoked key. */
@@ -142,19 +144,26 @@ export async function authenticateApiKey(db: Queryable, apiKey: string): Promise
   if (!match) return null;
   const hash = sha256(apiKey);
   const cacheKey = hash.toString('hex');
-  const cache = cacheFor(db);
+  const cache = perHandle(apiKeyCaches, db);
   const now = Date.now();
   const cached = cache.get(cacheKey);
   // Finding the entry by the hash is the comparison: only the key itself hashes to it.
   if (cached && cached.expiresAt > now && cached.epoch === revocationEpoch) return cached.shop;
   if (cached) cache.delete(cacheKey);
 
+  return singleFlight(perHandle(apiKeyLookups, db), cacheKey, () => lookupApiKey(db, match[1]!, hash, cacheKey, cache));
+}
+
+const apiKeyLookups = new WeakMap<object, Map<string, Promise<Shop | null>>>();
+
+async function lookupApiKey(db: Queryable, prefix: string, hash: Buffer, cacheKey: string, cache: Map<string, CachedShop>): Promise<Shop | null> {
+  const now = Date.now();
   const epoch = revocationEpoch;
   const row = await db
     .selectFrom('api_keys')
     .innerJoin('shops', 'shops.id', 'api_keys.shop_id')
     .select(['api_keys.key_hash', 'api_keys.revoked_at', 'shops.id', 'shops.name', 'shops.created_at'])
-    .where('api_keys.prefix', '=', match[1]!)
+    .where('api_keys.prefix', '=', prefix)
     .executeTakeFirst();
   const stored = row ? Buffer.from(row.key_hash, 'hex') : NO_MATCH;
   // Compare hashes in constant time, and do the comparison even when no row matched.

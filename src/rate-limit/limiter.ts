@@ -7,6 +7,7 @@ import { MemoryStore } from './memory-store.js';
 import type { RateLimitedOperation } from './operations.js';
 import { RedisStore } from './redis-store.js';
 import type { RateLimitStore } from './store.js';
+import { singleFlight } from '../domain/single-flight.js';
 
 /** The contract's window: rolling 60 seconds. */
 export const WINDOW_MS = 60_000;
@@ -103,17 +104,20 @@ export function rateLimitMessage(decision: RateLimitDecision): string {
  */
 export function cachedShopLimits(db: DB, ttlMs = 30_000): (shopId: string) => Promise<number | null> {
   const cache = new Map<string, { value: number | null; expires: number; generation: number }>();
+  const pending = new Map<string, Promise<number | null>>();
   return async (shopId) => {
     const now = Date.now();
     const generation = shopSettingsGeneration();
     const hit = cache.get(shopId);
     if (hit && hit.expires > now && hit.generation === generation) return hit.value;
-    const row = await db.selectFrom('shops').select('rate_limit_per_minute').where('id', '=', shopId).executeTakeFirst();
-    if (cache.size >= 10_000) cache.clear();
-    const value = row?.rate_limit_per_minute ?? null;
-    // Stamped with the generation read before the query: a change committed meanwhile makes it stale.
-    cache.set(shopId, { value, expires: now + ttlMs, generation });
-    return value;
+    return singleFlight(pending, shopId, async () => {
+      const row = await db.selectFrom('shops').select('rate_limit_per_minute').where('id', '=', shopId).executeTakeFirst();
+      if (cache.size >= 10_000) cache.clear();
+      const value = row?.rate_limit_per_minute ?? null;
+      // Stamped with the generation read before the query: a change committed meanwhile makes it stale.
+      cache.set(shopId, { value, expires: now + ttlMs, generation });
+      return value;
+    });
   };
 }
 
