@@ -31,7 +31,7 @@ function printDemo(url: string, apiKey: string) {
     `  curl -s ${url}/graphql -H 'Authorization: Bearer ${apiKey}' -H 'Content-Type: application/json' \\`,
     `    -d '{"query":"{ customer(identifier: \\"ada@example.com\\") { email points } }"}'`,
     '',
-    `GraphiQL: ${url}/graphql`,
+    `GraphiQL: ${url}/graphql   REST reference: ${url}/docs   live events: ${url}/dashboard`,
     '',
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
