@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -12,6 +11,9 @@ import { createShop } from '../src/domain/shops.js';
 import { upsertCustomer } from '../src/domain/customers.js';
 import { changePoints } from '../src/domain/points.js';
 import { createLogger } from '../src/logger.js';
+
+// One free-port probe for the tests and the benchmarks.
+export { freePort } from '../bench/lib/server.js';
 
 /** Which database the suite runs on: PGlite unless TEST_DATABASE_URL names a PostgreSQL. */
 export const onPostgres = Boolean(process.env.TEST_DATABASE_URL);
@@ -120,16 +122,6 @@ export async function startTestApp(env: Record<string, string> = {}, options: Ap
       return res.json();
     },
   };
-}
-
-/** A loopback port nobody listens on (right now). */
-export async function freePort(): Promise<number> {
-  const probe = net.createServer().listen(0, '127.0.0.1');
-  await once(probe, 'listening');
-  const { port } = probe.address() as net.AddressInfo;
-  probe.close();
-  await once(probe, 'close');
-  return port;
 }
 
 /** A throwaway redis-server of the test's own: the machine's Redis is never stopped. */

@@ -27,7 +27,8 @@ export type ServerOptions = {
   nodeArgs?: string[];
 };
 
-async function freePort(): Promise<number> {
+/** A loopback port nobody listens on (right now). */
+export async function freePort(): Promise<number> {
   const probe = net.createServer();
   probe.listen(0, '127.0.0.1');
   await once(probe, 'listening');

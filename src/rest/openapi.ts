@@ -140,23 +140,21 @@ const subscriptionCreate: Omit<Route, 'path' | 'operationId'> = {
 };
 const secretRotated = ok('WebhookSecretRotated', { subscription: webhookSubscriptionWithSecretSchema }, 'Signing secret rotated; keep the new secret, it is shown only now');
 
+const subtract: Route = {
+  method: 'post', path: '/points/substract', operationId: 'pointsSubstract', tag: 'Points', summary: 'Subtract points (the contract\'s spelling)',
+  description: 'A subtraction beyond the balance is refused; the balance never goes negative.',
+  body: pointsBody(pointsChangeSchemas.subtract, 20), success: pointsChanged,
+  errors: { 404: ['customer_not_found'], 422: ['insufficient_points'] },
+};
+
 export const REST_ROUTES: readonly Route[] = [
   {
     method: 'post', path: '/points/add', operationId: 'pointsAdd', tag: 'Points', summary: 'Add points',
     body: pointsBody(pointsChangeSchemas.add, 50), success: pointsChanged,
     errors: { 404: ['customer_not_found'], 422: ['points_limit_exceeded'] },
   },
-  {
-    method: 'post', path: '/points/substract', operationId: 'pointsSubstract', tag: 'Points', summary: 'Subtract points (the contract\'s spelling)',
-    description: 'A subtraction beyond the balance is refused; the balance never goes negative.',
-    body: pointsBody(pointsChangeSchemas.subtract, 20), success: pointsChanged,
-    errors: { 404: ['customer_not_found'], 422: ['insufficient_points'] },
-  },
-  {
-    method: 'post', path: '/points/subtract', operationId: 'pointsSubtract', tag: 'Points', summary: 'Subtract points (alias of /points/substract)',
-    body: pointsBody(pointsChangeSchemas.subtract, 20), success: pointsChanged,
-    errors: { 404: ['customer_not_found'], 422: ['insufficient_points'] },
-  },
+  subtract,
+  { ...subtract, path: '/points/subtract', operationId: 'pointsSubtract', summary: 'Subtract points (alias of /points/substract)' },
   {
     method: 'post', path: '/points/update', operationId: 'pointsUpdate', tag: 'Points', summary: 'Set the balance',
     description: '`amount` is the new balance (0 or more), not a delta.',
