@@ -72,6 +72,33 @@ describe(`concurrent balance changes (${onPostgres ? 'PostgreSQL' : 'PGlite'})`,
     expect(ledger.balance).toBe(ledger.sum);
   });
 
+  it('200 parallel changes over 40 customers, by id and by e-mail, REST and GraphQL: every ledger exact', async () => {
+    // Changes for different customers share statements (group commit); each must still be its own.
+    const ids = Array.from({ length: 40 }, (_, i) => `many-${i}`);
+    for (const id of ids) await t.customer(shop.shopId, id, 100);
+    const mutation = (field: string, customerIdentifier: string, amount: number) =>
+      t.post('/graphql', { query: `mutation($input: PointsChangeInput!) { ${field}(input: $input) { userErrors { code } } }`, variables: { input: { customerIdentifier, amount } } }, shop.apiKey);
+    const calls = ids.flatMap((id) => [
+      t.post('/rest-api/v1/points/add', { customerIdentifier: id, amount: 5 }, shop.apiKey),
+      t.post('/rest-api/v1/points/substract', { customerIdentifier: `${id.toUpperCase()}@EXAMPLE.COM`, amount: 30 }, shop.apiKey),
+      t.post('/rest-api/v1/points/substract', { customerIdentifier: id, amount: 30 }, shop.apiKey),
+      mutation('pointsAdd', `${id}@example.com`, 7),
+      mutation('pointsSubtract', id, 30),
+    ]);
+    const responses = await Promise.all(calls);
+    expect(responses.map((r) => r.status)).toEqual(calls.map(() => 200));
+    for (const res of responses) expect(JSON.stringify(await res.json())).not.toMatch(/"code"|"error"/);
+    for (const id of ids) {
+      const ledger = await ledgerOf(id);
+      expect(ledger.chained).toBe(true);
+      expect(ledger.balance).toBe(ledger.last);
+      expect(ledger.balance).toBe(ledger.sum);
+      // 100 + 5 + 7 − 3 × 30 = 22: every change applies, in whatever order, as none can overdraw.
+      expect(ledger.balance).toBe(22);
+      expect(ledger.entries).toHaveLength(6);
+    }
+  });
+
   it('writes one outbox event per ledger entry', async () => {
     const { db } = t.app.database;
     const events = await db.selectFrom('outbox_events').select((eb) => eb.fn.countAll<number>().as('n')).where('shop_id', '=', shop.shopId).where('type', 'like', 'points/%').executeTakeFirstOrThrow();

@@ -34,33 +34,51 @@ const BODIES = {
 };
 
 /**
- * changePoints('add') as it reaches PostgreSQL: one statement (writeBalanceChange in
- * src/domain/points.ts) that locks the customer, updates the balance and inserts the activity and
- * the outbox event. Values the service sends as parameters are pgbench variables or SQL here
- * (ids and timestamps made in SQL, as pgbench's script language has no strings).
- * test/bench-points-transaction.test.ts fails when changePoints and this script drift apart.
+ * changePoints('add') as it reaches PostgreSQL when it has a statement to itself: writeBalanceChanges
+ * in src/domain/points.ts with one change (naming the customer by the shop's id for them), which locks the customer, updates the balance and inserts
+ * the activity and the outbox event. (Under load the server puts several concurrent changes in that
+ * one statement; pgbench runs one change per transaction, the database's own rate for it.) Values the
+ * service sends as parameters are pgbench variables or SQL here (ids and timestamps made in SQL, as
+ * pgbench's script language has no strings). test/bench-points-transaction.test.ts fails when
+ * changePoints and this script drift apart.
  */
 export const PGBENCH_TRANSACTION = `
 \\set cid random(:first_customer, :last_customer)
-with target as (
-  select id, points from customers where shop_id = :shop and shopify_customer_id = :cid for no key update
+with input as (
+  select * from unnest(
+    array[0]::int[], array[:shop]::text[], array[:cid]::text[],
+    array['add']::text[], array[1]::bigint[],
+    array['add_points']::text[], array['api']::text[],
+    array['${DESCRIPTION.pgbench}']::text[], array[null]::text[],
+    array[substr(md5(random()::text), 1, 24)]::text[], array['evt_' || substr(md5(random()::text), 1, 24)]::text[],
+    array['points/added']::text[]
+  ) as i(ord, shop_id, customer_key, op, amount, type, setting_type, description, note, activity_id, event_id, topic)
+), target as (
+  select c.id, c.points, i.ord from input i join customers c on c.shop_id = i.shop_id and c.shopify_customer_id = i.customer_key
+  order by c.id for no key update of c
 ), updated as (
-  update customers c set points = t.points + 1, updated_at = now()
-  from target t where c.id = t.id and t.points + 1 <= 2147483647
-  returning c.*, t.points as old_points
+  update customers c
+  set points = case i.op when 'add' then t.points + i.amount when 'subtract' then t.points - i.amount else i.amount end,
+    updated_at = now()
+  from target t join input i on i.ord = t.ord
+  where c.id = t.id
+    and case i.op when 'add' then t.points + i.amount <= 2147483647 when 'subtract' then t.points >= i.amount else true end
+  returning c.*, t.points as old_points, i.ord
 ), activity as (
   insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at)
-  select substr(md5(random()::text), 1, 24), shop_id, id, 'add_points', 'api', '${DESCRIPTION.pgbench}', null, old_points, points, now(), now()
-  from updated
+  select i.activity_id, u.shop_id, u.id, i.type, i.setting_type, i.description, i.note, u.old_points, u.points, now(), now()
+  from updated u join input i on i.ord = u.ord
   returning *
 ), event as (
   insert into outbox_events (id, shop_id, type, data)
-  select 'evt_' || substr(md5(random()::text), 1, 24), shop_id, 'points/added', jsonb_build_object(
-    '_id', id, 'type', type, 'settingType', setting_type, 'description', description, 'note', note,
-    'oldPoints', old_points, 'newPoints', new_points, 'customer', customer_id, 'shop', shop_id,
+  select i.event_id, a.shop_id, i.topic, jsonb_build_object(
+    '_id', a.id, 'type', a.type, 'settingType', a.setting_type, 'description', a.description, 'note', a.note,
+    'oldPoints', a.old_points, 'newPoints', a.new_points, 'customer', a.customer_id, 'shop', a.shop_id,
     'createdAt', now()::text, 'updatedAt', now()::text)
-  from activity)
-select a.*, u.shopify_customer_id, u.email, u.birthday, u.created_at as customer_created_at from activity a, updated u;
+  from activity a join input i on i.activity_id = a.id
+  where i.topic is not null)
+select a.*, u.ord, u.shopify_customer_id, u.email, u.birthday, u.created_at as customer_created_at
+from activity a join updated u on u.id = a.customer_id;
 `;
 
 function randomCustomer(count: number): string {

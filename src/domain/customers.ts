@@ -41,13 +41,17 @@ export const customerInputSchema = z.strictObject({
 export type CustomerInput = z.input<typeof customerInputSchema>;
 
 /**
- * The condition naming the customer a `customerIdentifier` names: an e-mail when it contains `@`
- * (matched case-insensitively), otherwise the shop's own customer id.
+ * What a `customerIdentifier` names: an e-mail when it contains `@` (matched case-insensitively,
+ * so given here lowercased), otherwise the shop's own customer id.
  */
+export function parseIdentifier(identifier: string): { email: string } | { shopifyCustomerId: string } {
+  return identifier.includes('@') ? { email: identifier.toLowerCase() } : { shopifyCustomerId: identifier };
+}
+
+/** The condition naming the customer a `customerIdentifier` names. */
 export function matchesIdentifier(identifier: string): RawBuilder<boolean> {
-  return identifier.includes('@')
-    ? sql<boolean>`lower(email) = ${identifier.toLowerCase()}`
-    : sql<boolean>`shopify_customer_id = ${identifier}`;
+  const named = parseIdentifier(identifier);
+  return 'email' in named ? sql<boolean>`lower(email) = ${named.email}` : sql<boolean>`shopify_customer_id = ${named.shopifyCustomerId}`;
 }
 
 function selectByIdentifier(db: Queryable, shopId: string, identifier: string) {

@@ -1,9 +1,10 @@
-import { type RawBuilder, sql } from 'kysely';
+import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
+import { groupCommit } from '../db/group-commit.js';
 import type { ActivityRow, CustomerRow } from '../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
-import { type Customer, customerIdentifierSchema, lockCustomer, matchesIdentifier, toCustomer } from './customers.js';
+import { type Customer, customerIdentifierSchema, lockCustomer, parseIdentifier, toCustomer } from './customers.js';
 import { RuleViolationError } from './errors.js';
 import { announceOutboxWrite, type EventTopic, newEventId } from './events.js';
 import { newId } from './ids.js';
@@ -135,65 +136,113 @@ export type BalanceChange = {
 /** The customer a balance change is for: as an API caller names them, or by our id. */
 type Target = { identifier: string } | { customerId: string };
 
-/** The new balance and the condition that allows it, in SQL over the locked row `t`; nextBalance says the same in JS. */
-const BALANCE_RULES: Record<PointsOperation, (amount: number) => { next: RawBuilder<number>; allowed: RawBuilder<boolean> }> = {
-  add: (amount) => ({ next: sql`t.points + ${amount}`, allowed: sql`t.points + ${amount} <= ${MAX_BALANCE}` }),
-  subtract: (amount) => ({ next: sql`t.points - ${amount}`, allowed: sql`t.points >= ${amount}` }),
-  set: (amount) => ({ next: sql`${amount}`, allowed: sql`true` }),
+/** Each way of naming a customer, as a join condition (an index probe) between `input i` and `customers c`. */
+const MATCH = {
+  customerId: sql<boolean>`c.id = i.customer_key`,
+  shopifyCustomerId: sql<boolean>`c.shopify_customer_id = i.customer_key`,
+  email: sql<boolean>`lower(c.email) = i.customer_key`,
 };
+type MatchBy = keyof typeof MATCH;
 
-type WrittenRow = ActivityRow & Pick<CustomerRow, 'shopify_customer_id' | 'email' | 'birthday'> & { customer_created_at: Date };
+/** The way a change names its customer, and the value to match. */
+function matchKey(target: Target): { by: MatchBy; customerKey: string } {
+  if ('customerId' in target) return { by: 'customerId', customerKey: target.customerId };
+  const named = parseIdentifier(target.identifier);
+  return 'email' in named ? { by: 'email', customerKey: named.email } : { by: 'shopifyCustomerId', customerKey: named.shopifyCustomerId };
+}
+
+type ChangeRequest = { shopId: string; customerKey: string; change: BalanceChange };
+type Written = { activity: Activity; customer: Customer };
+
+type WrittenRow = ActivityRow &
+  Pick<CustomerRow, 'shopify_customer_id' | 'email' | 'birthday'> & { customer_created_at: Date; ord: number };
 
 /**
- * The balance change, its ledger entry and (with a topic) its outbox event in ONE statement: the
- * hot path of the service, so one round trip instead of six. The first CTE takes the customer's row
- * lock; READ COMMITTED then gives it the latest committed balance, so oldPoints is exactly the
- * balance replaced. Undefined when nothing was written: no such customer, or the rule refused.
+ * Writes the balance change, its ledger entry and (with a topic) its outbox event in one statement:
+ * the hot path of the service. Outside a transaction, concurrent changes that name their customers
+ * the same way share that statement (group commit, src/db/group-commit.ts). Undefined when nothing
+ * was written: no such customer, or the rule refused.
  */
 export async function writeBalanceChange(
   db: Queryable,
   shopId: string,
   target: Target,
   change: BalanceChange,
-): Promise<{ activity: Activity; customer: Customer } | undefined> {
+): Promise<Written | undefined> {
+  const { by, customerKey } = matchKey(target);
+  const request = { shopId, customerKey, change };
+  if (db.isTransaction) return (await writeBalanceChanges(db, by, [request]))[0];
+  const writers = groupCommits.get(db) ?? {};
+  groupCommits.set(db, writers);
+  writers[by] ??= groupCommit({
+    write: (requests) => writeBalanceChanges(db, by, requests),
+    // Two changes of one customer never share a statement: one UPDATE cannot change a row twice.
+    key: (r) => `${r.shopId} ${r.customerKey}`,
+    ...GROUP_COMMIT,
+  });
+  return writers[by](request);
+}
+
+// Four statements at once keep PostgreSQL busy while others wait for their commit; more would
+// only split the same requests into smaller groups.
+const GROUP_COMMIT = { maxInFlight: 4, maxBatch: 64 };
+const groupCommits = new WeakMap<DB, Partial<Record<MatchBy, (request: ChangeRequest) => Promise<Written | undefined>>>>();
+
+/**
+ * Balance changes for different customers, all named the same way (`by`), in ONE statement. `input`
+ * holds one row per change; `target` finds each change's customer and takes the row locks in id
+ * order, so two such statements never deadlock, and READ COMMITTED then gives each the latest
+ * committed balance, so oldPoints is exactly the balance replaced. The balance moves only where the rule (nextBalance, in SQL) allows it; the
+ * ledger entry and the event (its data: the activity as the API shows it, toActivity) are written
+ * for exactly those rows. The result for requests[i] is at index i.
+ */
+async function writeBalanceChanges(db: Queryable, by: MatchBy, requests: ChangeRequest[]): Promise<Array<Written | undefined>> {
   const now = new Date();
-  const { next, allowed } = BALANCE_RULES[change.op](change.amount);
-  const match = 'customerId' in target ? sql<boolean>`id = ${target.customerId}` : matchesIdentifier(target.identifier);
-  // The event's data is the activity as the API shows it (toActivity), timestamps included.
-  const event = change.topic
-    ? sql`, event as (
-        insert into outbox_events (id, shop_id, type, data)
-        select ${newEventId()}, shop_id, ${change.topic}, jsonb_build_object(
-          '_id', id, 'type', type, 'settingType', setting_type, 'description', description, 'note', note,
-          'oldPoints', old_points, 'newPoints', new_points, 'customer', customer_id, 'shop', shop_id,
-          'createdAt', ${now.toISOString()}::text, 'updatedAt', ${now.toISOString()}::text)
-        from activity)`
-    : sql``;
+  const column = <V>(pick: (r: ChangeRequest, i: number) => V) => requests.map(pick);
   const { rows } = await sql<WrittenRow>`
-    with target as (
-      select id, points from customers where shop_id = ${shopId} and ${match} for no key update
+    with input as (
+      select * from unnest(
+        ${column((_, i) => i)}::int[], ${column((r) => r.shopId)}::text[], ${column((r) => r.customerKey)}::text[],
+        ${column((r) => r.change.op)}::text[], ${column((r) => r.change.amount)}::bigint[],
+        ${column((r) => r.change.type)}::text[], ${column((r) => r.change.settingType)}::text[],
+        ${column((r) => r.change.description)}::text[], ${column((r) => r.change.note)}::text[],
+        ${column(() => newId())}::text[], ${column((r) => (r.change.topic ? newEventId() : null))}::text[],
+        ${column((r) => r.change.topic ?? null)}::text[]
+      ) as i(ord, shop_id, customer_key, op, amount, type, setting_type, description, note, activity_id, event_id, topic)
+    ), target as (
+      select c.id, c.points, i.ord from input i join customers c on c.shop_id = i.shop_id and ${MATCH[by]}
+      order by c.id for no key update of c
     ), updated as (
-      update customers c set points = ${next}, updated_at = ${now}
-      from target t where c.id = t.id and ${allowed}
-      returning c.*, t.points as old_points
+      update customers c
+      set points = case i.op when 'add' then t.points + i.amount when 'subtract' then t.points - i.amount else i.amount end,
+        updated_at = ${now}
+      from target t join input i on i.ord = t.ord
+      where c.id = t.id
+        and case i.op when 'add' then t.points + i.amount <= ${MAX_BALANCE} when 'subtract' then t.points >= i.amount else true end
+      returning c.*, t.points as old_points, i.ord
     ), activity as (
       insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at)
-      select ${newId()}, shop_id, id, ${change.type}, ${change.settingType}, ${change.description}, ${change.note}, old_points, points, ${now}, ${now}
-      from updated
+      select i.activity_id, u.shop_id, u.id, i.type, i.setting_type, i.description, i.note, u.old_points, u.points, ${now}, ${now}
+      from updated u join input i on i.ord = u.ord
       returning *
-    )${event}
-    select a.*, u.shopify_customer_id, u.email, u.birthday, u.created_at as customer_created_at from activity a, updated u
+    ), event as (
+      insert into outbox_events (id, shop_id, type, data)
+      select i.event_id, a.shop_id, i.topic, jsonb_build_object(
+        '_id', a.id, 'type', a.type, 'settingType', a.setting_type, 'description', a.description, 'note', a.note,
+        'oldPoints', a.old_points, 'newPoints', a.new_points, 'customer', a.customer_id, 'shop', a.shop_id,
+        'createdAt', ${now.toISOString()}::text, 'updatedAt', ${now.toISOString()}::text)
+      from activity a join input i on i.activity_id = a.id
+      where i.topic is not null)
+    select a.*, u.ord, u.shopify_customer_id, u.email, u.birthday, u.created_at as customer_created_at
+    from activity a join updated u on u.id = a.customer_id
   `.execute(db);
-  const row = rows[0];
-  if (!row) return undefined;
-  if (change.topic) announceOutboxWrite(db);
-  const customer = toCustomer({
-    ...row,
-    id: row.customer_id,
-    points: row.new_points,
-    created_at: row.customer_created_at,
-  });
-  return { activity: toActivity(row), customer };
+  if (rows.length && requests.some((r) => r.change.topic)) announceOutboxWrite(db);
+  const results: Array<Written | undefined> = requests.map(() => undefined);
+  for (const row of rows) {
+    const customer = toCustomer({ ...row, id: row.customer_id, points: row.new_points, created_at: row.customer_created_at });
+    results[row.ord] = { activity: toActivity(row), customer };
+  }
+  return results;
 }
 
 /**

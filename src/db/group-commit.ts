@@ -1,0 +1,69 @@
+import { databaseBusy } from './busy.js';
+
+export type GroupCommitOptions<T, R> = {
+  /** Writes every item in ONE autocommit statement; the result for `items[i]` at index i. */
+  write(items: T[]): Promise<R[]>;
+  /** Items with the same key never share a statement (one UPDATE cannot change a row twice). */
+  key(item: T): string;
+  /** Statements of this kind running at once; past that, callers gather for the next one. */
+  maxInFlight: number;
+  /** Items in one statement at most. */
+  maxBatch: number;
+};
+
+/**
+ * Group commit: concurrent writes made outside a transaction share one statement, so under load a
+ * round trip, a plan and a commit (WAL flush) serve many requests instead of one. A write runs at
+ * once while fewer than `maxInFlight` statements are running, so a lone request waits for nothing;
+ * only while they are all busy do callers gather, and the next statement takes them together.
+ *
+ * A write that cannot join the gathering one (its key is there already, or it is full) runs alone
+ * at once, queueing for a connection like any query, so the pool's bound still sheds load.
+ */
+export function groupCommit<T, R>(options: GroupCommitOptions<T, R>): (item: T) => Promise<R> {
+  type Caller = { item: T; resolve(result: R): void; reject(err: unknown): void };
+  const { write, key, maxInFlight, maxBatch } = options;
+  let inFlight = 0;
+  let gathering: Caller[] = [];
+  const gatheredKeys = new Set<string>();
+
+  const alone = (caller: Caller) => write([caller.item]).then(([result]) => caller.resolve(result!), caller.reject);
+
+  const run = async (batch: Caller[]) => {
+    inFlight++;
+    try {
+      const results = await write(batch.map((c) => c.item));
+      batch.forEach((caller, i) => caller.resolve(results[i]!));
+    } catch (err) {
+      // PostgreSQL refused the statement and rolled it back whole (a deadlock with another
+      // transaction, say): each write is tried alone, so one failure does not fail its neighbours.
+      // Anything else (shed, connection lost: the commit may have happened) fails them all.
+      if (batch.length > 1 && isStatementError(err) && !databaseBusy(err)) await Promise.all(batch.map(alone));
+      else for (const caller of batch) caller.reject(err);
+    } finally {
+      inFlight--;
+      if (inFlight < maxInFlight && gathering.length) {
+        const next = gathering;
+        gathering = [];
+        gatheredKeys.clear();
+        void run(next);
+      }
+    }
+  };
+
+  return (item) =>
+    new Promise<R>((resolve, reject) => {
+      const caller = { item, resolve, reject };
+      if (inFlight < maxInFlight) return void run([caller]);
+      const k = key(item);
+      if (gathering.length >= maxBatch || gatheredKeys.has(k)) return void alone(caller);
+      gathering.push(caller);
+      gatheredKeys.add(k);
+    });
+}
+
+/** An error PostgreSQL answered a statement with (it carries a SQLSTATE), so the statement did not commit. */
+function isStatementError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
+}
