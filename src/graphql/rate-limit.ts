@@ -38,16 +38,25 @@ export function rootFieldNames(document: DocumentNode, operationName?: string | 
  * A refused operation runs nothing: HTTP 429 with Retry-After and one error, code `rate_limited`.
  */
 export function useRateLimits(limiter: RateLimiter): Plugin<GraphQLContext & ServerContext> {
+  // Yoga's parser cache hands out the same document for the same query, so the walk is done once per document and operation.
+  const operationsByDocument = new WeakMap<DocumentNode, Map<string, readonly RateLimitedOperation[]>>();
+  const operationsOf = (document: DocumentNode, operationName: string | null | undefined): readonly RateLimitedOperation[] => {
+    let byName = operationsByDocument.get(document);
+    if (!byName) operationsByDocument.set(document, (byName = new Map()));
+    let operations = byName.get(operationName ?? '');
+    if (!operations) {
+      const twins = rootFieldNames(document, operationName).map(graphqlFieldOperation);
+      operations = [GRAPHQL_OPERATION, ...twins.filter((twin) => twin !== undefined)];
+      byName.set(operationName ?? '', operations);
+    }
+    return operations;
+  };
   const check = async (payload: {
     args: { document: DocumentNode; operationName?: string | null | undefined; contextValue: GraphQLContext & ServerContext };
     setResultAndStopExecution(result: { errors: GraphQLError[] }): void;
   }) => {
     const { document, operationName, contextValue } = payload.args;
-    const operations: RateLimitedOperation[] = [GRAPHQL_OPERATION];
-    for (const field of rootFieldNames(document, operationName)) {
-      const twin = graphqlFieldOperation(field);
-      if (twin) operations.push(twin);
-    }
+    const operations = operationsOf(document, operationName);
     const decision = await limiter.consume(contextValue.shop.id, operations);
     const headers = rateLimitHeaders(decision);
     // No reply to put headers on when the operation came over a WebSocket.
