@@ -2,20 +2,41 @@ import { createGraphQLError, type Plugin } from 'graphql-yoga';
 
 /** What Yoga can answer in (its result processors), as it matches them against Accept. */
 const ANSWERABLE = ['multipart/mixed', 'text/event-stream', 'application/graphql-response+json', 'application/json'];
+/** The two a single (not streamed) result is answered in: Yoga's "regular" result processor. */
+const SINGLE_RESULT = ['application/graphql-response+json', 'application/json'];
 
-/** Yoga's reading of Accept: each type with a utf-8 (or no) charset; wildcards on the asked side. */
+/** Yoga's reading of Accept: the asked types in order, those with a charset other than utf-8 left out. */
+function askedMediaTypes(accept: string | null | undefined): string[] {
+  if (!accept) return ['*/*'];
+  const asked: string[] = [];
+  for (const entry of accept.replace(/\s/g, '').toLowerCase().split(',')) {
+    const params = entry.split(';');
+    const charset = params.find((p, i) => i > 0 && p.includes('charset=')) ?? 'charset=utf-8';
+    if (charset === 'charset=utf-8') asked.push(params[0]!);
+  }
+  return asked;
+}
+
+/** Whether an asked type (wildcards allowed) covers one Yoga answers in. */
+function covers(asked: string, answerable: string): boolean {
+  const a = asked.split('/');
+  const b = answerable.split('/');
+  return (a[0] === '*' || a[0] === b[0]) && (a[1] === '*' || a[1] === b[1]);
+}
+
 function acceptable(accept: string | null): boolean {
-  const asked = (accept || '*/*').replace(/\s/g, '').toLowerCase().split(',');
-  return asked.some((entry) => {
-    const [type = '', ...params] = entry.split(';');
-    const charset = params.find((p) => p.includes('charset=')) ?? 'charset=utf-8';
-    if (charset !== 'charset=utf-8') return false;
-    const [pre, suf] = type.split('/');
-    return ANSWERABLE.some((answerable) => {
-      const [aPre, aSuf] = answerable.split('/');
-      return (pre === '*' || pre === aPre) && (suf === '*' || suf === aSuf);
-    });
-  });
+  return askedMediaTypes(accept).some((asked) => ANSWERABLE.some((answerable) => covers(asked, answerable)));
+}
+
+/**
+ * The type Yoga answers a single result in, or null when Accept asks for none of the two. Yoga
+ * lets the first asked type that covers one decide, and application/json wins when it covers both
+ * (Accept: *\/*).
+ */
+export function singleResultMediaType(accept: string | undefined): string | null {
+  const asked = askedMediaTypes(accept).find((type) => SINGLE_RESULT.some((answerable) => covers(type, answerable)));
+  if (asked === undefined) return null;
+  return covers(asked, 'application/json') ? 'application/json' : 'application/graphql-response+json';
 }
 
 /**

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
 import { isDatabaseReachable } from '../db/database.js';
 import type { EventBus } from '../events/bus.js';
@@ -13,6 +13,7 @@ import { HttpError, toErrorResponse } from './errors.js';
 import { answerClientError, answerFrameworkError } from './framework-errors.js';
 import { registerDashboard } from './dashboard.js';
 import { registerApiDocs } from './docs.js';
+import { graphqlHandler } from './graphql-route.js';
 import { idempotencyHooks } from './idempotency.js';
 import { type Metrics, registerMetrics } from './metrics.js';
 import { attachGraphQLWebSocket } from './websocket.js';
@@ -108,14 +109,7 @@ export async function createHttpServer(deps: {
     onRequest: resolveShop(db),
     preHandler: idempotency.preHandler,
     onSend: idempotency.onSend,
-    handler: async (request: FastifyRequest, reply: FastifyReply) => {
-      const response = await yoga.handleNodeRequestAndResponse(request, reply, { req: request, reply });
-      response.headers.forEach((value, key) => reply.header(key, value));
-      reply.code(response.status);
-      // Streams (SSE) pass through; everything else is buffered so idempotency can store it.
-      const streaming = response.headers.get('content-type')?.includes('text/event-stream');
-      return reply.send(streaming ? response.body : await response.text());
-    },
+    handler: graphqlHandler(yoga),
   });
 
   for (const [url, served] of routes) {
