@@ -58,6 +58,8 @@ export async function startServer(options: ServerOptions): Promise<ServerProcess
       SECRETS_KEY: randomBytes(32).toString('hex'),
       // Measure the service, not its refusals: the limiter still runs, it just never says no.
       RATE_LIMIT_PER_MINUTE: '1000000000',
+      // As deployed (docs/operations.md): graphql-js skips its development-only checks.
+      NODE_ENV: 'production',
       ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
