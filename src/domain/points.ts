@@ -194,9 +194,10 @@ const groupCommits = new WeakMap<DB, Partial<Record<MatchBy, (request: ChangeReq
  * Balance changes for different customers, all named the same way (`by`), in ONE statement. `input`
  * holds one row per change; `target` finds each change's customer and takes the row locks in id
  * order, so two such statements never deadlock, and READ COMMITTED then gives each the latest
- * committed balance, so oldPoints is exactly the balance replaced. The balance moves only where the rule (nextBalance, in SQL) allows it; the
- * ledger entry and the event (its data: the activity as the API shows it, toActivity) are written
- * for exactly those rows. The result for requests[i] is at index i.
+ * committed balance, so oldPoints is exactly the balance replaced. The balance moves only where the
+ * rule (nextBalance, in SQL) allows it; the ledger entry and the event (its data: the activity as
+ * the API shows it, toActivity) are written for exactly those rows. The result for requests[i] is
+ * at index i.
  */
 async function writeBalanceChanges(db: Queryable, by: MatchBy, requests: ChangeRequest[]): Promise<Array<Written | undefined>> {
   const now = new Date();

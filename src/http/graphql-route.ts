@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ExecutionResult } from 'graphql';
+import { type ExecutionResult, GraphQLError } from 'graphql';
 import { type GraphQLParams, processRegularResult } from 'graphql-yoga';
 import { singleResultMediaType } from '../graphql/request-checks.js';
 import type { createGraphQLServer } from '../graphql/yoga.js';
@@ -40,8 +40,10 @@ export function graphqlHandler(yoga: Yoga) {
       let result;
       try {
         result = await getResultForParams({ params, request: fetchRequest }, { req: request, reply });
-      } catch {
-        // Yoga's params checks refused the body before anything ran; Yoga answers that itself, below.
+      } catch (err) {
+        // Yoga's params checks or the context (401) refused the request before anything ran; Yoga
+        // answers that itself, below. Anything else is not run again: the operation may have run.
+        if (!(err instanceof GraphQLError)) throw err;
       }
       if (result) return answer(reply, result as ExecutionResult, mediaType);
     }
