@@ -1,16 +1,14 @@
 // `npm run bench` compares the points API with pgbench running "the same transaction"; this keeps
 // that true: the statements changePoints sends and those of the pgbench script must match in
 // kind, table, columns, row lock and RETURNING.
-import { PGlite } from '@electric-sql/pglite';
-import { Kysely } from 'kysely';
-import { PGliteDialect } from 'kysely-pglite-dialect';
+import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { PGBENCH_TRANSACTION } from '../bench/scenarios/points.js';
-import { migrateToLatest } from '../src/db/migrate.js';
 import type { Database } from '../src/db/schema.js';
 import { upsertCustomer } from '../src/domain/customers.js';
 import { changePoints } from '../src/domain/points.js';
 import { createShop } from '../src/domain/shops.js';
+import { openLoggedPglite } from './helpers.js';
 
 /**
  * The statement with every value replaced by `?`: the service's bind parameters, and the script's
@@ -31,13 +29,7 @@ let db: Kysely<Database>;
 const sent: string[] = [];
 
 beforeAll(async () => {
-  db = new Kysely<Database>({
-    dialect: new PGliteDialect(await PGlite.create()),
-    log: (event) => {
-      if (event.level === 'query') sent.push(event.query.sql);
-    },
-  });
-  await migrateToLatest(db);
+  db = await openLoggedPglite((sql) => sent.push(sql));
 });
 afterAll(() => db?.destroy());
 

@@ -1,17 +1,15 @@
 // Group commit (src/db/group-commit.ts): first the mechanism on its own, then balance changes
 // through it on a real database, counting the statements that reach it.
-import { PGlite } from '@electric-sql/pglite';
-import { Kysely } from 'kysely';
-import { PGliteDialect } from 'kysely-pglite-dialect';
+import type { Kysely } from 'kysely';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseOverloadedError } from '../src/db/database.js';
 import { groupCommit } from '../src/db/group-commit.js';
-import { migrateToLatest } from '../src/db/migrate.js';
 import type { Database } from '../src/db/schema.js';
 import { upsertCustomer } from '../src/domain/customers.js';
 import { changePoints } from '../src/domain/points.js';
 import { createShop } from '../src/domain/shops.js';
+import { openLoggedPglite } from './helpers.js';
 
 type Item = { key: string; fail?: boolean };
 
@@ -84,13 +82,9 @@ describe('balance changes share statements under load (PGlite)', () => {
   const statements: string[] = [];
 
   beforeAll(async () => {
-    db = new Kysely<Database>({
-      dialect: new PGliteDialect(await PGlite.create()),
-      log: (event) => {
-        if (event.level === 'query' && event.query.sql.includes('insert into activities')) statements.push(event.query.sql);
-      },
+    db = await openLoggedPglite((sql) => {
+      if (sql.includes('insert into activities')) statements.push(sql);
     });
-    await migrateToLatest(db);
   });
   afterAll(() => db?.destroy());
 

@@ -2,11 +2,15 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { PGlite } from '@electric-sql/pglite';
+import { Kysely } from 'kysely';
+import { PGliteDialect } from 'kysely-pglite-dialect';
 import pg from 'pg';
 import { type App, type AppOptions, buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
+import type { Database } from '../src/db/schema.js';
 import { createShop } from '../src/domain/shops.js';
 import { upsertCustomer } from '../src/domain/customers.js';
 import { changePoints } from '../src/domain/points.js';
@@ -37,6 +41,18 @@ export async function isolatedPostgresUrl(): Promise<{ url: string; drop(): Prom
     url: url.toString(),
     async drop() {},
   };
+}
+
+/** A migrated in-memory PGlite whose every statement's SQL is passed to `onQuery` (to see what reaches the database). */
+export async function openLoggedPglite(onQuery: (sql: string) => void): Promise<Kysely<Database>> {
+  const db = new Kysely<Database>({
+    dialect: new PGliteDialect(await PGlite.create()),
+    log: (event) => {
+      if (event.level === 'query') onQuery(event.query.sql);
+    },
+  });
+  await migrateToLatest(db);
+  return db;
 }
 
 /** A migrated database without a server: PGlite in memory, or a private PostgreSQL schema. */

@@ -172,8 +172,8 @@ export async function writeBalanceChange(
   const { by, customerKey } = matchKey(target);
   const request = { shopId, customerKey, change };
   if (db.isTransaction) return (await writeBalanceChanges(db, by, [request]))[0];
-  const writers = groupCommits.get(db) ?? {};
-  groupCommits.set(db, writers);
+  let writers = groupCommits.get(db);
+  if (!writers) groupCommits.set(db, (writers = {}));
   writers[by] ??= groupCommit({
     write: (requests) => writeBalanceChanges(db, by, requests),
     // Two changes of one customer never share a statement: one UPDATE cannot change a row twice.
