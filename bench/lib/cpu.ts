@@ -101,12 +101,18 @@ export function sampleCpu(serverPid: number | undefined): CpuSample {
   };
 }
 
-export function cpuBreakdown(before: CpuSample, after: CpuSample, requests: number, cores: number): CpuBreakdown {
+/** A stretch of time a face ran in: samples taken at its start and at its end. */
+export type CpuSpan = { before: CpuSample; after: CpuSample };
+
+/** Over one or more spans (a face measured in several rounds), per successful request. */
+export function cpuBreakdown(spans: CpuSpan[], requests: number, cores: number): CpuBreakdown {
   const delta = (k: 'server' | 'postgres' | 'loadGenerator' | 'machine') =>
-    before[k] === null || after[k] === null ? null : after[k]! - before[k]!;
+    spans.some(({ before, after }) => before[k] === null || after[k] === null)
+      ? null
+      : spans.reduce((sum, { before, after }) => sum + after[k]! - before[k]!, 0);
   const perRequest = (seconds: number | null) => (seconds === null || requests === 0 ? null : (seconds * 1000) / requests);
   const [server, postgres, loadGenerator, machine] = [delta('server'), delta('postgres'), delta('loadGenerator'), delta('machine')];
-  const wall = (after.at - before.at) / 1000;
+  const wall = spans.reduce((sum, { before, after }) => sum + (after.at - before.at) / 1000, 0);
   const ours = (server ?? 0) + (postgres ?? 0) + (loadGenerator ?? 0);
   return {
     server: perRequest(server),

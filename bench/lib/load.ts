@@ -15,7 +15,38 @@ export type Measurement = {
   durationSec: number;
   /** What the failures were, e.g. `429 ×32` or `timeout ×2`, and one failing response's status and body. */
   failures?: string;
+  /** Every latency measured, in ms, so that several runs can be merged into one (`combine`). */
+  latencies: number[];
 };
+
+/** The value at percentile `p` of ascending `sorted` (nearest rank). */
+function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** Latencies (ms, any order) to p50 and p99. */
+export function summarize(latencies: number[]): Pick<Measurement, 'p50' | 'p99'> {
+  const sorted = Float64Array.from(latencies).sort();
+  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+}
+
+/** Several runs of one load as one: their successes over their summed durations, percentiles over all their latencies. */
+export function combine(runs: Measurement[]): Measurement {
+  const latencies = runs.flatMap((m) => m.latencies);
+  const ok = runs.reduce((n, m) => n + m.ok, 0);
+  const durationSec = runs.reduce((n, m) => n + m.durationSec, 0);
+  const failures = runs.map((m) => m.failures).filter(Boolean);
+  return {
+    rate: ok / durationSec,
+    ...summarize(latencies),
+    ok,
+    failed: runs.reduce((n, m) => n + m.failed, 0),
+    durationSec,
+    latencies,
+    ...(failures.length ? { failures: failures.join('; ') } : {}),
+  };
+}
 
 export type HttpLoad = {
   url: string;
@@ -32,12 +63,13 @@ export type HttpLoad = {
   body?: () => string;
 };
 
-/** One autocannon run; `rate` counts only 2xx responses. */
+/** One autocannon run; `rate` counts only 2xx responses, latencies are those of every response. */
 export async function runHttpLoad(load: HttpLoad): Promise<Measurement> {
   const { body } = load;
   if (load.amount < load.connections) throw new Error(`send at least one request per connection, not ${load.amount}`);
   let started = performance.now();
   let lastResponse = started;
+  const latencies: number[] = [];
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(
       {
@@ -53,8 +85,9 @@ export async function runHttpLoad(load: HttpLoad): Promise<Measurement> {
     instance.on('start', () => {
       started = performance.now();
     });
-    instance.on('response', () => {
+    instance.on('response', (_client, _status, _bytes, responseTime) => {
       lastResponse = performance.now();
+      latencies.push(responseTime);
     });
   });
   // autocannon notices the last response only at its next one-second tick, and reports whole
@@ -64,11 +97,11 @@ export async function runHttpLoad(load: HttpLoad): Promise<Measurement> {
   const failed = result.non2xx + result.errors + result.timeouts;
   return {
     rate: ok / durationSec,
-    p50: result.latency.p50,
-    p99: result.latency.p99,
+    ...summarize(latencies),
     ok,
     failed,
     durationSec,
+    latencies,
     ...(failed > 0 ? { failures: await describeFailures(load, result) } : {}),
   };
 }
@@ -91,27 +124,34 @@ async function describeFailures(load: HttpLoad, result: autocannon.Result): Prom
 }
 
 /**
- * Runs `load` for about `durationSec` after about `warmupSec` of warm-up. Both are counts sized
- * from the rate just seen (a short probe first), so the run lasts roughly as long as asked.
- * Returns the measured run and the successes of all runs (for the ledger check).
+ * A short probe, then about `warmupSec` of warm-up: the server's code is optimized, its pool
+ * filled. Returns the rate last seen (to size later runs: they are counts, see HttpLoad) and the
+ * successes (for the ledger check).
+ */
+export async function warmUp(load: Omit<HttpLoad, 'amount'>, warmupSec: number): Promise<{ rate: number; successes: number }> {
+  const probe = await runHttpLoad({ ...load, amount: load.connections * 4 });
+  if (probe.ok === 0) throw new Error(`every request to ${load.url} failed: ${probe.failures}`);
+  if (warmupSec === 0) return { rate: probe.rate, successes: probe.ok };
+  const warmup = await runHttpLoad({ ...load, amount: amountFor(load, probe.rate, warmupSec) });
+  return { rate: warmup.rate, successes: probe.ok + warmup.ok };
+}
+
+/** How many requests last about `seconds` at `rate`. */
+export function amountFor(load: Pick<HttpLoad, 'connections'>, rate: number, seconds: number): number {
+  return Math.max(load.connections, Math.round(rate * seconds));
+}
+
+/**
+ * Runs `load` for about `durationSec` after warming up. Returns the measured run and the
+ * successes of all runs (for the ledger check).
  */
 export async function runHttpPhase(
   load: Omit<HttpLoad, 'amount'>,
   durationSec: number,
   warmupSec: number,
-  beforeMeasured: () => Promise<unknown> = async () => {},
 ): Promise<{ measured: Measurement; successes: number }> {
-  const probe = await runHttpLoad({ ...load, amount: load.connections * 4 });
-  if (probe.ok === 0) throw new Error(`every request to ${load.url} failed: ${probe.failures}`);
-  let rate = probe.rate;
-  let successes = probe.ok;
-  if (warmupSec > 0) {
-    const warmup = await runHttpLoad({ ...load, amount: Math.max(load.connections, Math.round(rate * warmupSec)) });
-    rate = warmup.rate;
-    successes += warmup.ok;
-  }
-  await beforeMeasured();
-  const measured = await runHttpLoad({ ...load, amount: Math.max(load.connections, Math.round(rate * durationSec)) });
+  const { rate, successes } = await warmUp(load, warmupSec);
+  const measured = await runHttpLoad({ ...load, amount: amountFor(load, rate, durationSec) });
   return { measured, successes: successes + measured.ok };
 }
 
@@ -152,7 +192,5 @@ export async function runOpenLoop(load: Omit<HttpLoad, 'amount'> & { rate: numbe
   await Promise.all(inFlight);
   const durationSec = (performance.now() - started) / 1000;
   await pool.close();
-  latencies.sort((a, b) => a - b);
-  const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)] ?? Number.NaN;
-  return { rate: latencies.length / durationSec, p50: at(50), p99: at(99), ok: latencies.length, failed, durationSec };
+  return { rate: latencies.length / durationSec, ...summarize(latencies), ok: latencies.length, failed, durationSec, latencies };
 }

@@ -2,7 +2,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { Measurement } from './load.js';
+import { type Measurement, summarize } from './load.js';
 
 /** pgbench's path when it is installed (PGBENCH overrides), else null. */
 export function findPgbench(): string | null {
@@ -22,11 +22,6 @@ export type PgbenchRun = {
   clients: number;
   durationSec: number;
 };
-
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 /**
  * One pgbench run with the extended query protocol (what node-postgres speaks: parse, bind,
@@ -70,14 +65,16 @@ export async function runPgbench(run: PgbenchRun): Promise<Measurement> {
         if (line && Number.isFinite(us)) latencies.push(us / 1000);
       }
     }
-    const sorted = Float64Array.from(latencies).sort();
+    const ok = Number(processed[1]);
+    const rate = Number(tps[1]);
     return {
-      rate: Number(tps[1]),
-      p50: percentile(sorted, 50),
-      p99: percentile(sorted, 99),
-      ok: Number(processed[1]),
+      rate,
+      ...summarize(latencies),
+      ok,
       failed: failed ? Number(failed[1]) : 0,
-      durationSec: run.durationSec,
+      // The time the transactions took, without pgbench's connecting (as its tps): runs combine exactly.
+      durationSec: ok / rate,
+      latencies,
     };
   } finally {
     await rm(dir, { recursive: true, force: true });
