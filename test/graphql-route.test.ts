@@ -36,6 +36,14 @@ const cases: Record<string, Case> = {
   'unexpected parameter': { body: { query: '{ __typename }', extra: true } },
   'batch': { body: [{ query: '{ __typename }' }] },
   'subscription': { body: { query: 'subscription { events(topics: ["points/*"]) { id } }' } },
+  'subscription picked by name': { body: { query: 'query Q { __typename } subscription S { events(topics: ["points/*"]) { id } }', operationName: 'S' } },
+  'query picked by name': { body: { query: 'query Q { __typename } subscription S { events(topics: ["points/*"]) { id } }', operationName: 'Q' } },
+  'the word subscription in a string': { body: { query: '{ customer(identifier: "subscription") { email } }' } },
+  'null and empty parameters': { body: { query: '{ __typename }', variables: null, operationName: null, extensions: {} } },
+  'a null unknown parameter': { body: { query: '{ __typename }', extra: null } },
+  'variables not an object': { body: { query: '{ __typename }', variables: [1] } },
+  'extensions not an object': { body: { query: '{ __typename }', extensions: 'x' } },
+  'operationName not a string': { body: { query: '{ __typename }', operationName: 1 } },
 };
 const accepts = [
   undefined,

@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type ExecutionResult, GraphQLError } from 'graphql';
-import { type GraphQLParams, processRegularResult } from 'graphql-yoga';
+import { processRegularResult } from 'graphql-yoga';
+import { type OperationParams, operationPreparer } from '../graphql/operation.js';
 import { singleResultMediaType } from '../graphql/request-checks.js';
 import type { createGraphQLServer } from '../graphql/yoga.js';
 
@@ -8,17 +9,19 @@ type Yoga = ReturnType<typeof createGraphQLServer>;
 
 /**
  * The /graphql handler. Yoga's HTTP layer (a fetch Request rebuilt from the Node request, its
- * request hooks, a fetch Response copied back into Fastify) cost about as much CPU as running the
- * operation. The common request skips it: a JSON POST to /graphql itself (Fastify has parsed the
- * body) for a query or mutation, answered as JSON, without CORS. Its body goes straight to Yoga's
- * params handler (the params checks, parse, validate, context and execute with every envelop
- * plugin) and its result through Yoga's JSON result processor, so the answer is the one Yoga gives.
- * Everything else (GET and GraphiQL, subscriptions, multipart, batches, Origin, other Accept types)
- * goes through Yoga whole.
+ * request and params hooks, a fetch Response copied back into Fastify) cost more CPU than running
+ * the operation. The common request skips it: a JSON POST to /graphql itself (Fastify has parsed
+ * the body) with plain parameters, for a query or mutation, answered as JSON, without CORS. It
+ * runs through Yoga's envelop (operationPreparer: context, rate limits, error masking, as over
+ * graphql-ws) and its result goes through Yoga's JSON result processor, so the answer is the one
+ * Yoga gives. Everything else (GET and GraphiQL, subscriptions, multipart, batches, Origin, other
+ * Accept types, parameters Yoga refuses, documents that do not parse or validate, no API key) goes
+ * through Yoga whole, which answers it.
  */
 export function graphqlHandler(yoga: Yoga) {
   // Read once: each read of a property of Yoga's server adapter goes through a Proxy.
-  const { fetchAPI, getResultForParams } = yoga;
+  const { fetchAPI } = yoga;
+  const prepare = operationPreparer(yoga);
 
   const answer = async (reply: FastifyReply, result: ExecutionResult, mediaType: string) => {
     // What Yoga answers for a result without errors or extensions, without building a Response for it.
@@ -30,40 +33,46 @@ export function graphqlHandler(yoga: Yoga) {
   };
 
   return async (request: FastifyRequest, reply: FastifyReply) => {
-    const params = request.body as GraphQLParams;
-    const mediaType = direct(request) ? singleResultMediaType(request.headers.accept) : null;
-    if (mediaType) {
-      const fetchRequest = new fetchAPI.Request(`http://${request.headers.host ?? 'localhost'}${request.url}`, {
-        method: request.method,
-        headers: request.headers as Record<string, string>,
-      });
-      let result;
+    const params = direct(request);
+    const mediaType = params && singleResultMediaType(request.headers.accept);
+    if (params && mediaType) {
+      let operation;
       try {
-        result = await getResultForParams({ params, request: fetchRequest }, { req: request, reply });
+        operation = await prepare({ req: request, reply }, params);
       } catch (err) {
-        // Yoga's params checks or the context (401) refused the request before anything ran; Yoga
-        // answers that itself, below. Anything else is not run again: the operation may have run.
+        // The context refused the request (401) before anything ran; Yoga answers that itself, below.
         if (!(err instanceof GraphQLError)) throw err;
       }
-      if (result) return answer(reply, result as ExecutionResult, mediaType);
+      if (operation && 'args' in operation && (operation.kind === 'query' || operation.kind === 'mutation')) {
+        // Not retried through Yoga if this throws: the operation may have run.
+        return answer(reply, (await operation.execute(operation.args)) as ExecutionResult, mediaType);
+      }
     }
     return copy(reply, await yoga.handleNodeRequestAndResponse(request, reply, { req: request, reply }));
   };
 }
 
-function direct(request: FastifyRequest): boolean {
-  const body = request.body as GraphQLParams | null | undefined;
-  return (
-    request.method === 'POST' &&
-    request.url === '/graphql' &&
-    request.headers.origin === undefined &&
-    typeof body === 'object' &&
-    body !== null &&
-    !Array.isArray(body) &&
-    // A subscription's stream is answered by Yoga's rules for streams (SSE, or 406). Only a document
-    // with this keyword can hold one; a false alarm (a field or string with the word) just takes Yoga's path.
-    !(typeof body.query === 'string' && body.query.includes('subscription'))
-  );
+/** The parameters of a request the direct path takes: a JSON POST to /graphql without Origin, with plain parameters. */
+function direct(request: FastifyRequest): OperationParams | null {
+  if (request.method !== 'POST' || request.url !== '/graphql' || request.headers.origin !== undefined) return null;
+  return plainParams(request.body);
+}
+
+const isObject = (value: unknown) => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * `body` when it holds only parameters of the types Yoga accepts (a query string; variables and
+ * extensions objects, an operation name; each may be null or absent), else null: Yoga then
+ * answers with its own 400.
+ */
+function plainParams(body: unknown): OperationParams | null {
+  if (!isObject(body)) return null;
+  const { query, variables, operationName, extensions, ...rest } = body as Record<string, unknown>;
+  if (typeof query !== 'string' || Object.keys(rest).length > 0) return null;
+  if (variables != null && !isObject(variables)) return null;
+  if (extensions != null && !isObject(extensions)) return null;
+  if (operationName != null && typeof operationName !== 'string') return null;
+  return body as OperationParams;
 }
 
 /** Yoga's status and headers onto the reply; streams (SSE) pass through, the rest is buffered so idempotency can store it. */

@@ -1,11 +1,12 @@
 import type { Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type ExecutionArgs, GraphQLError } from 'graphql';
+import { GraphQLError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { WebSocketServer } from 'ws';
 import type { DB } from '../db/database.js';
 import type { GraphQLContext } from '../graphql/builder.js';
+import { operationPreparer, type PreparedOperation } from '../graphql/operation.js';
 import type { ServerContext } from '../graphql/yoga.js';
 import { shopFromAuthorization } from './auth.js';
 
@@ -16,8 +17,7 @@ const CLOSE_GRACE_MS = 1_000;
 /** The largest message a client may send, as the HTTP body limit (ws would take 100 MiB). */
 const MAX_MESSAGE_BYTES = 1024 * 1024;
 
-type Enveloped = ReturnType<YogaServerInstance<ServerContext, GraphQLContext>['getEnveloped']>;
-type RootValue = { execute: Enveloped['execute']; subscribe: Enveloped['subscribe'] };
+type RootValue = Pick<PreparedOperation, 'execute' | 'subscribe'>;
 
 /**
  * graphql-ws (the graphql-transport-ws protocol) on the HTTP server's port, path /graphql.
@@ -31,6 +31,7 @@ export function attachGraphQLWebSocket(
   db: DB,
 ): () => Promise<void> {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
+  const prepare = operationPreparer(yoga);
   let closing = false;
 
   server.on('upgrade', (request, socket, head) => {
@@ -60,29 +61,10 @@ export function attachGraphQLWebSocket(
           ctx.extra.socket.close(4403, 'Forbidden');
           return [new GraphQLError('the API key is no longer valid')];
         }
-        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-          req: { shop },
-          params: payload,
-        } as Parameters<typeof yoga.getEnveloped>[0]);
-        let document;
-        try {
-          document = parse(payload.query);
-        } catch (err) {
-          if (err instanceof GraphQLError) return [err];
-          throw err;
-        }
-        const errors = validate(schema, document);
-        if (errors.length) return errors;
-        const rootValue: RootValue = { execute, subscribe };
-        const args: ExecutionArgs = {
-          schema,
-          document,
-          operationName: payload.operationName,
-          variableValues: payload.variables,
-          contextValue: await contextFactory(),
-          rootValue,
-        };
-        return args;
+        const operation = await prepare({ req: { shop } }, payload);
+        if ('errors' in operation) return operation.errors;
+        const rootValue: RootValue = { execute: operation.execute, subscribe: operation.subscribe };
+        return { ...operation.args, rootValue };
       },
       // The enveloped execute/subscribe of this operation, carried in from onSubscribe.
       execute: (args) => (args.rootValue as RootValue).execute(args),
