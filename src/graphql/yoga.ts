@@ -1,7 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { GraphQLError } from 'graphql';
-import { createYoga, maskError } from 'graphql-yoga';
+import { type DocumentNode, getOperationAST, getVariableValues, GraphQLError } from 'graphql';
+import { createYoga, maskError, type Plugin } from 'graphql-yoga';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
+import { useGraphQlJit } from '@envelop/graphql-jit';
 import { databaseBusy } from '../db/busy.js';
 import type { DB } from '../db/database.js';
 import type { EventBus } from '../events/bus.js';
@@ -61,12 +62,43 @@ export function unauthenticatedError(): GraphQLError {
   });
 }
 
+/** Runs of one document before it is compiled: one-off documents are not worth the milliseconds. */
+export const COMPILE_AFTER_RUNS = 3;
+
+/**
+ * Queries and mutations that keep coming back run as JavaScript compiled for their document
+ * (graphql-jit) instead of through the general executor, which took about 0.05 ms of every
+ * pointsAdd: a tenth of the server's CPU for it. The general executor still runs:
+ * - subscriptions: graphql-jit's subscribe does not give the streams Yoga serves over SSE and graphql-ws;
+ * - requests whose variables do not fit the operation: graphql-jit words those errors its own way,
+ *   without their locations and without the 400 that Yoga gives them.
+ */
+function useCompiledOperations(logger: Logger): Plugin {
+  // Keyed by the document object, which the parser caches hand out again for the same text.
+  const runs = new WeakMap<DocumentNode, number>();
+  const { onExecute } = useGraphQlJit(
+    {},
+    {
+      enableIf: ({ schema, document, operationName, variableValues }) => {
+        const n = (runs.get(document) ?? 0) + 1;
+        runs.set(document, n);
+        if (n <= COMPILE_AFTER_RUNS) return false;
+        const operation = getOperationAST(document, operationName);
+        return operation != null && !getVariableValues(schema, operation.variableDefinitions ?? [], variableValues ?? {}).errors;
+      },
+      // The errors are also the operation's result, so the client has them.
+      onError: (result) => logger.warn({ errors: result.errors?.map((e) => e.message) }, 'graphql-jit could not compile an operation'),
+    },
+  );
+  return { onExecute };
+}
+
 /** Yoga over the Pothos schema; Fastify authenticates, Yoga turns the shop into the context. */
 export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimiter: RateLimiter; webhooks: WebhookSubscriptionDeps; bus: EventBus }) {
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: [useRequestChecks(), useRateLimits(services.rateLimiter)],
+    plugins: [useRequestChecks(), useRateLimits(services.rateLimiter), useCompiledOperations(logger)],
     logging: {
       debug: (...args) => logger.debug(args.map(String).join(' ')),
       info: (...args) => logger.info(args.map(String).join(' ')),
