@@ -18,7 +18,5 @@ export default defineConfig({
     pool: 'forks',
     // A self-signed certificate for HTTPS webhook receivers, trusted through NODE_EXTRA_CA_CERTS.
     globalSetup: ['test/global-setup.ts'],
-    // Through Vite, so that test/graphql-compiled.test.ts can watch the graphql-jit it imports.
-    server: { deps: { inline: ['@envelop/graphql-jit'] } },
   },
 });

@@ -74,9 +74,8 @@ describe('compiled operations (graphql-jit)', () => {
     it(`answers ${name} the same before and after the document is compiled`, async () => {
       const first = await run(op);
       for (let i = 1; i < COMPILE_AFTER_RUNS + 3; i++) expect(await run(op)).toEqual(first);
-      // Compiled once, when it came back after COMPILE_AFTER_RUNS runs; never when its variables do not fit (the general executor answers those).
-      const times = compiled.filter((source) => source === op.query).length;
-      expect(times).toBe(first.status === 400 ? 0 : 1);
+      // Compiled once, when it came back after COMPILE_AFTER_RUNS runs (variables that do not fit are still answered by the general executor).
+      expect(compiled.filter((source) => source === op.query)).toHaveLength(1);
     });
   }
 

@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { type DocumentNode, getOperationAST, getVariableValues, GraphQLError } from 'graphql';
+import { type DocumentNode, type ExecutionResult, GraphQLError } from 'graphql';
+import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { createYoga, maskError, type Plugin } from 'graphql-yoga';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
-import { useGraphQlJit } from '@envelop/graphql-jit';
 import { databaseBusy } from '../db/busy.js';
 import type { DB } from '../db/database.js';
 import type { EventBus } from '../events/bus.js';
@@ -66,31 +66,41 @@ export function unauthenticatedError(): GraphQLError {
 export const COMPILE_AFTER_RUNS = 3;
 
 /**
- * Queries and mutations that keep coming back run as JavaScript compiled for their document
+ * Queries and mutations that keep coming back run as JavaScript compiled for their operation
  * (graphql-jit) instead of through the general executor, which took about 0.05 ms of every
- * pointsAdd: a tenth of the server's CPU for it. The general executor still runs:
- * - subscriptions: graphql-jit's subscribe does not give the streams Yoga serves over SSE and graphql-ws;
- * - requests whose variables do not fit the operation: graphql-jit words those errors its own way,
- *   without their locations and without the 400 that Yoga gives them.
+ * pointsAdd: a tenth of the server's CPU for it. The general executor still answers:
+ * - subscriptions (this hooks execute only): graphql-jit's subscribe does not give the streams Yoga serves;
+ * - requests whose variables do not fit: graphql-jit words those errors its own way, without their
+ *   locations and without the 400 Yoga gives them. Nothing has run when they come back, so the
+ *   general executor runs the request again to answer it.
  */
 function useCompiledOperations(logger: Logger): Plugin {
-  // Keyed by the document object, which the parser caches hand out again for the same text.
-  const runs = new WeakMap<DocumentNode, number>();
-  const { onExecute } = useGraphQlJit(
-    {},
-    {
-      enableIf: ({ schema, document, operationName, variableValues }) => {
-        const n = (runs.get(document) ?? 0) + 1;
-        runs.set(document, n);
-        if (n <= COMPILE_AFTER_RUNS) return false;
-        const operation = getOperationAST(document, operationName);
-        return operation != null && !getVariableValues(schema, operation.variableDefinitions ?? [], variableValues ?? {}).errors;
-      },
-      // The errors are also the operation's result, so the client has them.
-      onError: (result) => logger.warn({ errors: result.errors?.map((e) => e.message) }, 'graphql-jit could not compile an operation'),
+  type Entry = { runs: number; compiled?: CompiledQuery | null };
+  // By document object (the parser caches hand out the same one for the same text), then operation name.
+  const entries = new WeakMap<DocumentNode, Map<string, Entry>>();
+  return {
+    onExecute({ args, executeFn, setExecuteFn }) {
+      let byName = entries.get(args.document);
+      if (!byName) entries.set(args.document, (byName = new Map()));
+      let entry = byName.get(args.operationName ?? '');
+      if (!entry) byName.set(args.operationName ?? '', (entry = { runs: 0 }));
+      if (++entry.runs <= COMPILE_AFTER_RUNS) return;
+      if (entry.compiled === undefined) {
+        const result = compileQuery(args.schema, args.document, args.operationName ?? undefined);
+        if (isCompiledQuery(result)) entry.compiled = result;
+        else {
+          entry.compiled = null;
+          logger.warn({ errors: result.errors?.map((e) => e.message) }, 'graphql-jit could not compile an operation; it runs on the general executor');
+        }
+      }
+      const { compiled } = entry;
+      if (!compiled) return;
+      setExecuteFn(async (execution) => {
+        const result = (await compiled.query(execution.rootValue, execution.contextValue, execution.variableValues)) as ExecutionResult;
+        return 'data' in result ? result : executeFn(execution);
+      });
     },
-  );
-  return { onExecute };
+  };
 }
 
 /** Yoga over the Pothos schema; Fastify authenticates, Yoga turns the shop into the context. */
