@@ -1,4 +1,4 @@
-import { type DocumentNode, type ExecutionArgs, getOperationAST, GraphQLError, type OperationTypeNode, parse } from 'graphql';
+import { type DocumentNode, type ExecutionArgs, GraphQLError, parse } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { GraphQLContext } from './builder.js';
@@ -13,8 +13,6 @@ export type OperationParams = { query: string; variables?: Record<string, unknow
 /** An operation ready to run: its arguments and the enveloped execute and subscribe that run it. */
 export type PreparedOperation = {
   args: ExecutionArgs;
-  /** query, mutation or subscription; undefined when the document names no such operation. */
-  kind: OperationTypeNode | undefined;
   execute: Enveloped['execute'];
   subscribe: Enveloped['subscribe'];
 };
@@ -52,7 +50,6 @@ export function operationPreparer(yoga: Yoga) {
         variableValues: params.variables,
         contextValue,
       },
-      kind: getOperationAST(document, params.operationName)?.operation,
       execute: enveloped.execute,
       subscribe: enveloped.subscribe,
     };

@@ -3,6 +3,7 @@ import type { Plugin } from 'graphql-yoga';
 import { rateLimitHeaders, rateLimitMessage, type RateLimiter } from '../rate-limit/limiter.js';
 import { GRAPHQL_OPERATION, graphqlFieldOperation, type RateLimitedOperation } from '../rate-limit/operations.js';
 import type { GraphQLContext } from './builder.js';
+import { perOperation } from './per-operation.js';
 import type { ServerContext } from './yoga.js';
 
 /**
@@ -38,19 +39,10 @@ export function rootFieldNames(document: DocumentNode, operationName?: string | 
  * A refused operation runs nothing: HTTP 429 with Retry-After and one error, code `rate_limited`.
  */
 export function useRateLimits(limiter: RateLimiter): Plugin<GraphQLContext & ServerContext> {
-  // Yoga's parser cache hands out the same document for the same query, so the walk is done once per document and operation.
-  const operationsByDocument = new WeakMap<DocumentNode, Map<string, readonly RateLimitedOperation[]>>();
-  const operationsOf = (document: DocumentNode, operationName: string | null | undefined): readonly RateLimitedOperation[] => {
-    let byName = operationsByDocument.get(document);
-    if (!byName) operationsByDocument.set(document, (byName = new Map()));
-    let operations = byName.get(operationName ?? '');
-    if (!operations) {
-      const twins = rootFieldNames(document, operationName).map(graphqlFieldOperation);
-      operations = [GRAPHQL_OPERATION, ...twins.filter((twin) => twin !== undefined)];
-      byName.set(operationName ?? '', operations);
-    }
-    return operations;
-  };
+  const operationsOf = perOperation((document, operationName): readonly RateLimitedOperation[] => {
+    const twins = rootFieldNames(document, operationName).map(graphqlFieldOperation);
+    return [GRAPHQL_OPERATION, ...twins.filter((twin) => twin !== undefined)];
+  });
   const check = async (payload: {
     args: { document: DocumentNode; operationName?: string | null | undefined; contextValue: GraphQLContext & ServerContext };
     setResultAndStopExecution(result: { errors: GraphQLError[] }): void;

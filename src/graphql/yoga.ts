@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { type DocumentNode, type ExecutionResult, GraphQLError } from 'graphql';
+import { type ExecutionResult, GraphQLError } from 'graphql';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { createYoga, maskError, type Plugin } from 'graphql-yoga';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
@@ -11,6 +11,7 @@ import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { GraphQLContext } from './builder.js';
+import { perOperation } from './per-operation.js';
 import { useRateLimits } from './rate-limit.js';
 import { useRequestChecks } from './request-checks.js';
 import { schema } from './schema.js';
@@ -75,15 +76,10 @@ export const COMPILE_AFTER_RUNS = 3;
  *   general executor runs the request again to answer it.
  */
 function useCompiledOperations(logger: Logger): Plugin {
-  type Entry = { runs: number; compiled?: CompiledQuery | null };
-  // By document object (the parser caches hand out the same one for the same text), then operation name.
-  const entries = new WeakMap<DocumentNode, Map<string, Entry>>();
+  const entryOf = perOperation((): { runs: number; compiled?: CompiledQuery | null } => ({ runs: 0 }));
   return {
     onExecute({ args, executeFn, setExecuteFn }) {
-      let byName = entries.get(args.document);
-      if (!byName) entries.set(args.document, (byName = new Map()));
-      let entry = byName.get(args.operationName ?? '');
-      if (!entry) byName.set(args.operationName ?? '', (entry = { runs: 0 }));
+      const entry = entryOf(args.document, args.operationName);
       if (++entry.runs <= COMPILE_AFTER_RUNS) return;
       if (entry.compiled === undefined) {
         const result = compileQuery(args.schema, args.document, args.operationName ?? undefined);

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { type ExecutionResult, GraphQLError } from 'graphql';
+import { type ExecutionResult, getOperationAST, GraphQLError } from 'graphql';
 import { processRegularResult } from 'graphql-yoga';
 import { type OperationParams, operationPreparer } from '../graphql/operation.js';
 import { singleResultMediaType } from '../graphql/request-checks.js';
@@ -43,9 +43,12 @@ export function graphqlHandler(yoga: Yoga) {
         // The context refused the request (401) before anything ran; Yoga answers that itself, below.
         if (!(err instanceof GraphQLError)) throw err;
       }
-      if (operation && 'args' in operation && (operation.kind === 'query' || operation.kind === 'mutation')) {
+      const ready = operation && 'args' in operation ? operation : undefined;
+      // A subscription's stream (SSE, or 406) and a document without that operation take Yoga's path.
+      const kind = ready && getOperationAST(ready.args.document, params.operationName)?.operation;
+      if (ready && (kind === 'query' || kind === 'mutation')) {
         // Not retried through Yoga if this throws: the operation may have run.
-        return answer(reply, (await operation.execute(operation.args)) as ExecutionResult, mediaType);
+        return answer(reply, (await ready.execute(ready.args)) as ExecutionResult, mediaType);
       }
     }
     return copy(reply, await yoga.handleNodeRequestAndResponse(request, reply, { req: request, reply }));
