@@ -79,9 +79,9 @@ describe('the request deadline (REQUEST_TIMEOUT_MS)', () => {
     for (const answer of [slow, headersOnly]) {
       expect(answer.status).toBe(408);
       expect(jsonOf(answer)).toMatchObject({ success: false, statusCode: 408, error: 'request_timeout' });
-      // The deadline, plus at most Node's check interval (a second here).
+      // The deadline, plus Node's check interval (a second here) and some slack for a busy machine.
       expect(answer.closedMs).toBeGreaterThanOrEqual(900);
-      expect(answer.closedMs).toBeLessThan(4_000);
+      expect(answer.closedMs).toBeLessThan(8_000);
     }
     expect((await fetch(`${t.url}/healthz`)).status).toBe(200);
     const res = await t.post('/rest-api/v1/points/add', { customerIdentifier: 'slow-1', amount: 3 }, shop.apiKey);
@@ -113,13 +113,13 @@ describe('one instance', () => {
       expect(rest.status).toBe(401);
       expect(rest.text).toMatch(/\r\nwww-authenticate: Bearer\r\n/i);
       expect(jsonOf(rest)).toMatchObject({ success: false, statusCode: 401, error: 'unauthorized' });
-      expect(rest.closedMs).toBeLessThan(5_000);
+      expect(rest.closedMs).toBeLessThan(10_000);
 
       const gql = await announce('/graphql', authorization);
       expect(gql.status).toBe(401);
       expect(gql.text).toMatch(/\r\nwww-authenticate: Bearer\r\n/i);
       expect(jsonOf(gql)).toEqual({ errors: [{ message: expect.stringContaining('API key'), extensions: { code: 'unauthorized' } }] });
-      expect(gql.closedMs).toBeLessThan(5_000);
+      expect(gql.closedMs).toBeLessThan(10_000);
     }
     // GraphiQL's page stays open without a key.
     const page = await fetch(`${t.url}/graphql`, { headers: { accept: 'text/html' } });
@@ -167,6 +167,7 @@ describe('one instance', () => {
     expect(res.data.apiKeyRevoke).toEqual({ apiKey: { active: false }, userErrors: [] });
     await until(() => closedWith !== undefined && overWs.completed && t.app.bus.stats().subscriptions === 1, 2_000, 'the revoked key\'s subscriptions ended');
     await overSse.ended;
+    console.log(`one instance: the revoked key's subscriptions and socket ended ${Date.now() - started} ms after apiKeyRevoke was sent`);
     expect(Date.now() - started).toBeLessThan(2_000);
     expect(closedWith).toBe(4403);
 
@@ -176,6 +177,10 @@ describe('one instance', () => {
     expect(overWs.results).toEqual([]);
     expect(overSse.events.filter((e) => e.event === 'next')).toEqual([]);
     expect((await t.post('/rest-api/v1/points/add', { customerIdentifier: 'r-1', amount: 1 }, revoked)).status).toBe(401);
+    // A subscription authenticated just before the revocation and registered after it is refused.
+    const { id } = await t.app.database.db.selectFrom('api_keys').select('id').where('prefix', '=', revoked.slice(3, 13)).executeTakeFirstOrThrow();
+    await expect(t.app.bus.subscribe({ shopId, apiKeyId: id })).rejects.toMatchObject({ code: 'api_key_revoked' });
+    expect(t.app.bus.stats().subscriptions).toBe(1);
     await keptClient.dispose();
   });
 
@@ -265,6 +270,7 @@ describe.skipIf(!onPostgres || !REDIS_URL)('two instances on PostgreSQL + Redis'
     await until(() => closedWith !== undefined && overWs.completed && two.app.bus.stats().subscriptions === 0, 2_000, 'subscriptions ended on instance two');
     await overSse.ended;
     expect(await bare.closed).toEqual({ code: 4403, reason: expect.stringContaining('revoked') });
+    console.log(`two instances: ended on the other instance ${Date.now() - revokedAt} ms after apiKeyRevoke answered`);
     expect(Date.now() - revokedAt).toBeLessThan(2_000);
     expect(closedWith).toBe(4403);
     expect((await one.post('/rest-api/v1/points/add', { customerIdentifier: 'x-1', amount: 1 }, kept)).status).toBe(200);

@@ -37,6 +37,8 @@ export type EventBus = {
   announceRevocation(key: ApiKeyRef): Promise<void>;
   /** Calls `listener` for every revocation announced on any instance; returns the unsubscribe. */
   onRevoked(listener: (key: ApiKeyRef) => void): () => void;
+  /** Whether a revocation of this key was announced since this instance started. */
+  wasRevoked(apiKeyId: string): boolean;
   /** Live subscriptions and the listeners they hold on the event target (both 0 when idle). */
   stats(): { subscriptions: number; listeners: number };
   /**
@@ -148,7 +150,12 @@ export function createEventBus(options: {
   let closed = false;
 
   const revocationListeners = new Set<(key: ApiKeyRef) => void>();
+  // Ids of the keys revoked since this instance started (a revoked key stays revoked; a few bytes
+  // each): a subscription or socket authenticated just before a revocation, and registered just
+  // after it, is refused instead of outliving it.
+  const revokedKeys = new Set<string>();
   const revoked = (key: ApiKeyRef) => {
+    revokedKeys.add(key.id);
     for (const [subscription, apiKeyId] of live) if (apiKeyId === key.id) subscription.end();
     for (const listener of revocationListeners) listener(key);
   };
@@ -206,6 +213,10 @@ export function createEventBus(options: {
       release();
       throw shuttingDown();
     }
+    if (revokedKeys.has(owner.apiKeyId)) {
+      release();
+      throw new RuleViolationError('api_key_revoked', 'the API key was revoked');
+    }
     const channel = channelOf(shopId);
     const listener = (event: CustomEvent<EventEnvelope>) => {
       if (accept(event.detail)) subscription.deliver(event.detail);
@@ -236,6 +247,7 @@ export function createEventBus(options: {
       revocationListeners.add(listener);
       return () => revocationListeners.delete(listener);
     },
+    wasRevoked: (apiKeyId) => revokedKeys.has(apiKeyId),
     stats: () => ({ subscriptions: live.size, listeners }),
     listenersOn: (shopId) => (redis ? null : getEventListeners(target as EventTarget, channelOf(shopId)).length),
     async close() {

@@ -36,7 +36,7 @@ export function attachGraphQLWebSocket(
   server: Server,
   yoga: YogaServerInstance<ServerContext, GraphQLContext>,
   db: DB,
-  bus: Pick<EventBus, 'socketSlots' | 'onRevoked'>,
+  bus: Pick<EventBus, 'socketSlots' | 'onRevoked' | 'wasRevoked'>,
 ): () => Promise<void> {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
   const prepare = operationPreparer(yoga);
@@ -80,8 +80,8 @@ export function attachGraphQLWebSocket(
           sockets.delete(socket);
           if (sockets.size === 0 && byKey.get(identity.apiKey.id) === sockets) byKey.delete(identity.apiKey.id);
         };
-        // Gone while its slot was being taken: nothing will close it again.
-        if (socket.readyState !== socket.OPEN) {
+        // Gone, or its key revoked, while its slot was being taken: nothing would close it later.
+        if (socket.readyState !== socket.OPEN || bus.wasRevoked(identity.apiKey.id)) {
           forget();
           return false;
         }
