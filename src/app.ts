@@ -89,8 +89,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       redisUrl: config.redisUrl,
       keyPrefix: config.redisKeyPrefix,
       subscriptionsPerShop: config.subscriptionsPerShop,
+      socketsPerShop: config.websocketsPerShop,
     });
-    http = await createHttpServer({ db: database.db, logger, rateLimiter, webhooks, bus, metrics });
+    http = await createHttpServer({ db: database.db, logger, rateLimiter, webhooks, bus, metrics, requestTimeoutMs: config.requestTimeoutMs });
   } catch (err) {
     await bus?.close();
     await rateLimiter?.close();

@@ -45,6 +45,11 @@ const configSchema = z.object({
   // Live GraphQL subscriptions (graphql-ws and SSE) one shop may hold open: across all instances
   // when REDIS_URL is set, else on each.
   SUBSCRIPTIONS_PER_SHOP: z.coerce.number().int().min(1).max(1_000_000).default(100),
+  // graphql-ws sockets one shop may hold open, counted like SUBSCRIPTIONS_PER_SHOP.
+  WEBSOCKETS_PER_SHOP: z.coerce.number().int().min(1).max(1_000_000).default(100),
+  // How long a request may take to arrive, headers and body: a slower one gets 408 and its
+  // connection is closed, so a client that announces a body and never sends it holds nothing.
+  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
   // 64 hex characters (32 bytes) encrypting webhook signing secrets at rest; the same on every
   // instance. Unset: a key file in DATA_DIR, created on first start.
   // Webhook delivery: per-attempt timeout, attempts in flight per worker, and how long delivery
@@ -74,6 +79,8 @@ export type Config = {
   webhookConcurrency: number;
   webhookRetentionDays: number;
   subscriptionsPerShop: number;
+  websocketsPerShop: number;
+  requestTimeoutMs: number;
 };
 
 export class ConfigError extends Error {}
@@ -105,5 +112,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookConcurrency: c.WEBHOOK_CONCURRENCY,
     webhookRetentionDays: c.WEBHOOK_RETENTION_DAYS,
     subscriptionsPerShop: c.SUBSCRIPTIONS_PER_SHOP,
+    websocketsPerShop: c.WEBSOCKETS_PER_SHOP,
+    requestTimeoutMs: c.REQUEST_TIMEOUT_MS,
   };
 }

@@ -40,7 +40,7 @@ describe('API key cache', () => {
     const { shop, apiKey } = await createShop(handle.db, 'Cached');
     expect(await queriesDuring(() => authenticateApiKey(handle.db, apiKey))).toBe(1);
     expect(await queriesDuring(async () => {
-      for (let i = 0; i < 5; i++) expect((await authenticateApiKey(handle.db, apiKey))?.id).toBe(shop.id);
+      for (let i = 0; i < 5; i++) expect((await authenticateApiKey(handle.db, apiKey))?.shop.id).toBe(shop.id);
     })).toBe(0);
   });
 
@@ -63,6 +63,17 @@ describe('API key cache', () => {
     await revokeApiKey(handle.db, other.shop.id, other.apiKey);
     await inFlight;
     expect(await authenticateApiKey(handle.db, other.apiKey)).toBeNull();
+  });
+
+  it('forgets only the revoked key: another shop\'s cached key stays cached', async () => {
+    const kept = await createShop(handle.db, 'Kept');
+    const revoked = await createShop(handle.db, 'Revoking');
+    expect(await queriesDuring(() => authenticateApiKey(handle.db, kept.apiKey))).toBe(1);
+    expect(await authenticateApiKey(handle.db, revoked.apiKey)).not.toBeNull();
+    await revokeApiKey(handle.db, revoked.shop.id, revoked.apiKey);
+    // No query: still served from the cache, and still right.
+    expect(await queriesDuring(async () => expect((await authenticateApiKey(handle.db, kept.apiKey))?.shop.id).toBe(kept.shop.id))).toBe(0);
+    expect(await queriesDuring(async () => expect(await authenticateApiKey(handle.db, revoked.apiKey)).toBeNull())).toBe(1);
   });
 
   it('honours a revocation made by another process within the TTL', async () => {

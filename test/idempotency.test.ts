@@ -104,13 +104,21 @@ describe('Idempotency-Key', () => {
     await second.ended;
   });
 
-  it('never stores a response carrying a secret (a new API key, a signing secret): a retry runs again', async () => {
+  it('never stores a response carrying a secret, and never runs its request twice: a repeat is 409 idempotency_response_withheld', async () => {
+    const keysBefore = (await t.graphql(shop.apiKey, '{ apiKeys { prefix } }')).data.apiKeys.length as number;
     const createKey = () =>
-      t.graphql(shop.apiKey, 'mutation { apiKeyCreate { key userErrors { code } } }', undefined, { 'idempotency-key': 'new-key-1' });
-    const firstKey = (await createKey()).data.apiKeyCreate.key as string;
-    const secondKey = (await createKey()).data.apiKeyCreate.key as string;
+      t.post('/graphql', { query: 'mutation { apiKeyCreate { key userErrors { code } } }' }, shop.apiKey, { 'idempotency-key': 'new-key-1' });
+    const first = await createKey();
+    expect(first.status).toBe(200);
+    const firstKey = (await first.json()).data.apiKeyCreate.key as string;
     expect(firstKey).toMatch(/^lk_/);
-    expect(secondKey).not.toBe(firstKey);
+    const again = await createKey();
+    expect(again.status).toBe(409);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    // On /graphql the answer is a GraphQL response, not the REST envelope.
+    const againBody = await again.json();
+    expect(againBody).toEqual({ errors: [{ message: expect.stringContaining('never stored'), extensions: { code: 'idempotency_response_withheld' } }] });
+    expect((await t.graphql(shop.apiKey, '{ apiKeys { prefix } }')).data.apiKeys.length).toBe(keysBefore + 1);
 
     const subscribe = () =>
       t.post('/rest-api/v1/webhooks/subscriptions', { topic: 'points/added', callbackUrl: 'https://127.0.0.1/hook' }, shop.apiKey, {
@@ -121,13 +129,45 @@ describe('Idempotency-Key', () => {
     expect(hook.headers.get('cache-control')).toBe('no-store');
     const secret = (await hook.json()).subscription.signingSecret as string;
     expect(secret).toMatch(/^[0-9a-f]{64}$/);
-    expect((await subscribe()).headers.get('idempotent-replayed')).toBeNull();
+    const hookAgain = await subscribe();
+    expect(hookAgain.status).toBe(409);
+    expect(hookAgain.headers.get('idempotent-replayed')).toBe('true');
+    expect(await hookAgain.json()).toMatchObject({ success: false, statusCode: 409, error: 'idempotency_response_withheld' });
+    const hooks = await (await fetch(`${t.url}/rest-api/v1/webhooks/subscriptions`, { headers: { authorization: `Bearer ${shop.apiKey}` } })).json();
+    expect(hooks.subscriptions.filter((s: { callbackUrl: string }) => s.callbackUrl === 'https://127.0.0.1/hook')).toHaveLength(1);
 
     const stored = await t.app.database.db.selectFrom('idempotency_keys').select(['key', 'response_body']).where('shop_id', '=', shop.shopId).execute();
-    expect(stored.map((row) => row.key)).not.toContain('new-key-1');
+    expect(stored.map((row) => row.key)).toEqual(expect.arrayContaining(['new-key-1', 'new-hook-1']));
     for (const row of stored) {
-      for (const leaked of [firstKey, secondKey, secret]) expect(row.response_body ?? '').not.toContain(leaked);
+      for (const leaked of [firstKey, secret]) expect(row.response_body ?? '').not.toContain(leaked);
     }
+  });
+
+  it('runs a GraphQL document mixing apiKeyCreate with pointsAdd once, however often it is sent with one key', async () => {
+    await t.customer(shop.shopId, 'idem-4', 0);
+    const query = 'mutation { apiKeyCreate { key } pointsAdd(input: { customerIdentifier: "idem-4", amount: 7 }) { activity { newPoints } } }';
+    const send = () => t.post('/graphql', { query }, shop.apiKey, { 'idempotency-key': 'mixed-1' });
+    const first = await send();
+    expect(first.status).toBe(200);
+    expect((await first.json()).data.pointsAdd.activity.newPoints).toBe(7);
+    const replies = await Promise.all([send(), send()]);
+    expect(replies.map((r) => r.status)).toEqual([409, 409]);
+    const after = await balance('idem-4');
+    expect(after).toEqual({ points: 7, entries: 1 });
+  });
+
+  it('answers a body nested too deeply for its fingerprint with 400, as without the header', async () => {
+    const deep = `${'['.repeat(400_000)}${']'.repeat(400_000)}`;
+    const body = `{"customerIdentifier":"idem-1","amount":1,"description":${deep}}`;
+    const withKey = await t.post('/rest-api/v1/points/add', body, shop.apiKey, { 'idempotency-key': 'deep-1' });
+    const without = await t.post('/rest-api/v1/points/add', body, shop.apiKey);
+    expect([withKey.status, without.status]).toEqual([400, 400]);
+    expect(await withKey.json()).toMatchObject({ success: false, statusCode: 400 });
+    const gqlDeep = `{"query":"{ __typename }","variables":{"x":${deep}}}`;
+    const gql = await t.post('/graphql', gqlDeep, shop.apiKey, { 'idempotency-key': 'deep-2' });
+    expect(gql.status).toBe(400);
+    expect((await gql.json()).errors[0].extensions.code).toBe('validation_error');
+    expect((await t.graphql(shop.apiKey, '{ __typename }')).data.__typename).toBe('Query');
   });
 
   it('rejects an unusable key with 400', async () => {

@@ -9,6 +9,10 @@ import { singleFlight } from './single-flight.js';
 
 export type Shop = { id: string; name: string; createdAt: Date };
 export type ApiKeyInfo = { id: string; prefix: string; createdAt: Date; revokedAt: Date | null };
+/** Which key a request presented: its id and public prefix, never its secret. */
+export type ApiKeyRef = { id: string; prefix: string };
+/** Who is calling: the shop, and the key that authenticated the call. */
+export type Identity = { shop: Shop; apiKey: ApiKeyRef };
 
 const LOWER_ALNUM = 'abcdefghijklmnopqrstuvwxyz0123456789';
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
@@ -53,7 +57,7 @@ export async function createApiKey(db: Queryable, shopId: string): Promise<{ api
 /**
  * Revokes a key by its prefix (`lk_abc…` or just the ten prefix characters). Given the database
  * (not a transaction), the key stops working in this process as this resolves; every other
- * process stops trusting it within API_KEY_CACHE_TTL_MS.
+ * process stops trusting it within API_KEY_CACHE_TTL_MS, or at once when told (forgetApiKey).
  */
 export async function revokeApiKey(db: Queryable, shopId: string, prefixOrKey: string): Promise<ApiKeyInfo> {
   const prefix = prefixOrKey.replace(/^lk_/, '').slice(0, 10);
@@ -65,15 +69,9 @@ export async function revokeApiKey(db: Queryable, shopId: string, prefixOrKey: s
     .where('prefix', '=', prefix)
     .returning(['id', 'prefix', 'created_at', 'revoked_at'])
     .executeTakeFirst();
-  // Revocations are rare: forgetting every cached key is simpler than finding this one's entries.
-  revocationEpoch++;
+  forgetApiKey(db, prefix);
   if (!row) throw new NotFoundError('api_key_not_found', `shop ${shopId} has no key with prefix ${prefix}`);
   return { id: row.id, prefix: row.prefix, createdAt: row.created_at, revokedAt: row.revoked_at };
-}
-
-/** The public prefix of a well-formed key (the ten characters after `lk_`), else null. */
-export function apiKeyPrefix(apiKey: string): string | null {
-  return KEY_PATTERN.exec(apiKey)?.[1] ?? null;
 }
 
 export const apiKeyRevokeInputSchema = z.strictObject({
@@ -85,13 +83,13 @@ export const apiKeyRevokeInputSchema = z.strictObject({
 });
 
 /**
- * Revokes one of the shop's keys on behalf of a request made with `requestKey` (null when not
- * known), which cannot revoke itself: a shop cannot lock itself out by mistake. To rotate, create
- * a key, switch to it, and revoke the old one with the new one.
+ * Revokes one of the shop's keys on behalf of a request made with `requestKey`, which cannot
+ * revoke itself: a shop cannot lock itself out by mistake. To rotate, create a key, switch to it,
+ * and revoke the old one with the new one.
  */
-export async function revokeApiKeyOnRequest(db: Queryable, shopId: string, input: unknown, requestKey: string | null): Promise<ApiKeyInfo> {
+export async function revokeApiKeyOnRequest(db: Queryable, shopId: string, input: unknown, requestKey: ApiKeyRef): Promise<ApiKeyInfo> {
   const { prefix } = parseInput(apiKeyRevokeInputSchema, input);
-  if (requestKey !== null && apiKeyPrefix(requestKey) === prefix) {
+  if (requestKey.prefix === prefix) {
     throw new RuleViolationError('api_key_in_use', 'a key cannot revoke itself: revoke it with another of the shop\'s keys', ['prefix']);
   }
   return revokeApiKey(db, shopId, prefix);
@@ -113,20 +111,22 @@ const NO_MATCH = sha256('no such key');
  * How long a key that authenticated stays trusted without asking the database again. Every
  * request used to cost one query for its key; at a few hundred requests a second that query
  * was a seventh of the database round trips of a points change. A revocation in this process
- * takes effect at once (revokeApiKey clears the cache); one made by another process (the CLI,
- * another instance) takes effect here within this time.
+ * takes effect at once (revokeApiKey forgets the key); one made by another process takes effect
+ * here when this process is told (forgetApiKey, from the event bus) or, at the latest, within
+ * this time (the CLI tells no one).
  */
 export const API_KEY_CACHE_TTL_MS = 2_000;
 const API_KEY_CACHE_MAX = 10_000;
 
-type CachedShop = { shop: Shop; expiresAt: number; epoch: number };
+type CachedKey = { identity: Identity; hash: Buffer; expiresAt: number };
 
 // One cache per database handle, so a handle opened later (a restart, a test) starts cold.
-// Keyed by the key's SHA-256, so no secret is kept in memory beyond its request.
-const apiKeyCaches = new WeakMap<object, Map<string, CachedShop>>();
-// Bumped by every revocation in this process: entries filled before it are stale, and so is a
-// lookup that was already running when it happened.
-let revocationEpoch = 0;
+// Keyed by the key's public prefix (unique), so a revocation forgets just that key; the entry
+// keeps the key's SHA-256, never the secret.
+const apiKeyCaches = new WeakMap<object, Map<string, CachedKey>>();
+// Bumped by every revocation in this process: a lookup that was running when one happened does
+// not cache its answer (it may have read the row just before the revocation).
+let revocations = 0;
 
 /** The map `maps` holds for this database handle, made on first use. */
 function perHandle<V>(maps: WeakMap<object, Map<string, V>>, db: Queryable): Map<string, V> {
@@ -138,42 +138,47 @@ function perHandle<V>(maps: WeakMap<object, Map<string, V>>, db: Queryable): Map
   return map;
 }
 
-/** The shop a presented API key belongs to, or null for a malformed, unknown or revoked key. */
-export async function authenticateApiKey(db: Queryable, apiKey: string): Promise<Shop | null> {
-  const match = KEY_PATTERN.exec(apiKey);
-  if (!match) return null;
-  const hash = sha256(apiKey);
-  const cacheKey = hash.toString('hex');
-  const cache = perHandle(apiKeyCaches, db);
-  const now = Date.now();
-  const cached = cache.get(cacheKey);
-  // Finding the entry by the hash is the comparison: only the key itself hashes to it.
-  if (cached && cached.expiresAt > now && cached.epoch === revocationEpoch) return cached.shop;
-  if (cached) cache.delete(cacheKey);
-
-  return singleFlight(perHandle(apiKeyLookups, db), cacheKey, () => lookupApiKey(db, match[1]!, hash, cacheKey, cache));
+/** Stops trusting the cached key with this prefix on this database handle: it was revoked. */
+export function forgetApiKey(db: Queryable, prefix: string): void {
+  revocations++;
+  perHandle(apiKeyCaches, db).delete(prefix);
 }
 
-const apiKeyLookups = new WeakMap<object, Map<string, Promise<Shop | null>>>();
+/** Who presents this API key, or null for a malformed, unknown or revoked key. */
+export async function authenticateApiKey(db: Queryable, apiKey: string): Promise<Identity | null> {
+  const match = KEY_PATTERN.exec(apiKey);
+  if (!match) return null;
+  const prefix = match[1]!;
+  const hash = sha256(apiKey);
+  const cache = perHandle(apiKeyCaches, db);
+  const cached = cache.get(prefix);
+  // The prefix is unique: a cached key with another hash means a wrong secret, as the row would say.
+  if (cached && cached.expiresAt > Date.now()) return timingSafeEqual(cached.hash, hash) ? cached.identity : null;
+  if (cached) cache.delete(prefix);
 
-async function lookupApiKey(db: Queryable, prefix: string, hash: Buffer, cacheKey: string, cache: Map<string, CachedShop>): Promise<Shop | null> {
+  return singleFlight(perHandle(apiKeyLookups, db), hash.toString('hex'), () => lookupApiKey(db, prefix, hash, cache));
+}
+
+const apiKeyLookups = new WeakMap<object, Map<string, Promise<Identity | null>>>();
+
+async function lookupApiKey(db: Queryable, prefix: string, hash: Buffer, cache: Map<string, CachedKey>): Promise<Identity | null> {
   const now = Date.now();
-  const epoch = revocationEpoch;
+  const seen = revocations;
   const row = await db
     .selectFrom('api_keys')
     .innerJoin('shops', 'shops.id', 'api_keys.shop_id')
-    .select(['api_keys.key_hash', 'api_keys.revoked_at', 'shops.id', 'shops.name', 'shops.created_at'])
+    .select(['api_keys.id as key_id', 'api_keys.key_hash', 'api_keys.revoked_at', 'shops.id', 'shops.name', 'shops.created_at'])
     .where('api_keys.prefix', '=', prefix)
     .executeTakeFirst();
   const stored = row ? Buffer.from(row.key_hash, 'hex') : NO_MATCH;
   // Compare hashes in constant time, and do the comparison even when no row matched.
   const equal = timingSafeEqual(stored, hash);
   if (!row || !equal || row.revoked_at) return null;
-  const shop: Shop = { id: row.id, name: row.name, createdAt: row.created_at };
+  const identity: Identity = { shop: { id: row.id, name: row.name, createdAt: row.created_at }, apiKey: { id: row.key_id, prefix } };
   // Only good keys are cached: a key created a moment ago elsewhere must work at once.
-  if (epoch === revocationEpoch) {
+  if (seen === revocations) {
     if (cache.size >= API_KEY_CACHE_MAX) cache.delete(cache.keys().next().value!);
-    cache.set(cacheKey, { shop, expiresAt: now + API_KEY_CACHE_TTL_MS, epoch });
+    cache.set(prefix, { identity, hash, expiresAt: now + API_KEY_CACHE_TTL_MS });
   }
-  return shop;
+  return identity;
 }

@@ -3,14 +3,19 @@ import { createRedisEventTarget } from '@graphql-yoga/redis-event-target';
 import type { PubSubEventTarget } from 'graphql-yoga';
 import { Redis } from 'ioredis';
 import { RuleViolationError } from '../domain/errors.js';
+import type { ApiKeyRef } from '../domain/shops.js';
 import type { Logger } from '../logger.js';
 import { type EventEnvelope, type OutboxHandler, toEnvelope } from './outbox-relay.js';
-import { createSubscriptionSlots } from './subscription-slots.js';
+import { createSubscriptionSlots, type SubscriptionSlots } from './subscription-slots.js';
+
+/** Who holds a live subscription: the shop, and the API key it was opened with. */
+export type SubscriptionOwner = { shopId: string; apiKeyId: string };
 
 /**
  * Committed events, fanned out to the live (GraphQL) subscribers of every instance: an in-memory
  * EventTarget when there is one instance, Redis pub/sub (one channel per shop, Yoga's Redis
  * event target) when REDIS_URL is set. Payloads are the plain-JSON webhook envelope both ways.
+ * Revocations of API keys travel the same way, so every instance ends what a revoked key holds.
  */
 export type EventBus = {
   /** Registered with the outbox relay: publishes each batch once it has committed. */
@@ -21,7 +26,19 @@ export type EventBus = {
    * closes. Refused with `subscription_limit_reached` when the shop already has its limit of live
    * subscriptions (across instances when on Redis).
    */
-  subscribe(shopId: string, accept?: (event: EventEnvelope) => boolean): Promise<AsyncIterableIterator<EventEnvelope>>;
+  subscribe(owner: SubscriptionOwner, accept?: (event: EventEnvelope) => boolean): Promise<AsyncIterableIterator<EventEnvelope>>;
+  /** graphql-ws sockets per shop, counted as subscriptions are (across instances when on Redis). */
+  socketSlots: SubscriptionSlots;
+  /**
+   * Tells every instance (this one at once) that the key was revoked: the live subscriptions
+   * opened with it end, and the `onRevoked` listeners hear of it. Never rejects: a failure to
+   * reach Redis is logged (other instances then stop trusting the key within the key cache's TTL).
+   */
+  announceRevocation(key: ApiKeyRef): Promise<void>;
+  /** Calls `listener` for every revocation announced on any instance; returns the unsubscribe. */
+  onRevoked(listener: (key: ApiKeyRef) => void): () => void;
+  /** Whether a revocation of this key was announced since this instance started. */
+  wasRevoked(apiKeyId: string): boolean;
   /** Live subscriptions and the listeners they hold on the event target (both 0 when idle). */
   stats(): { subscriptions: number; listeners: number };
   /**
@@ -93,9 +110,11 @@ export function createEventBus(options: {
   redisUrl?: string;
   keyPrefix: string;
   subscriptionsPerShop: number;
+  socketsPerShop: number;
 }): EventBus {
   const { logger, subscriptionsPerShop } = options;
   const channelOf = (shopId: string) => `${options.keyPrefix}events:${shopId}`;
+  const revocationsChannel = `${options.keyPrefix}api-key-revocations`;
   // Connecting in the background: with Redis down the server still starts and serves; live
   // events pause (the relay logs each failed publish) and resume once Redis is back.
   const redis = options.redisUrl
@@ -123,9 +142,37 @@ export function createEventBus(options: {
       for (const listener of local.get(channelOf(event.shopId)) ?? []) listener(new CustomEvent(channelOf(event.shopId), { detail: event }));
     }
   };
-  const slots = createSubscriptionSlots({ limit: subscriptionsPerShop, redis: redis?.publisher, keyPrefix: options.keyPrefix, logger });
-  const live = new Set<{ end(): void }>();
+  const slotsOf = (name: string, limit: number) => createSubscriptionSlots({ name, limit, redis: redis?.publisher, keyPrefix: options.keyPrefix, logger });
+  const slots = slotsOf('live-subscriptions', subscriptionsPerShop);
+  const socketSlots = slotsOf('websockets', options.socketsPerShop);
+  // Each live subscription, with the id of the API key that opened it.
+  const live = new Map<{ end(): void }, string>();
   let closed = false;
+
+  const revocationListeners = new Set<(key: ApiKeyRef) => void>();
+  // Ids of the keys revoked since this instance started (a revoked key stays revoked; a few bytes
+  // each): a subscription or socket authenticated just before a revocation, and registered just
+  // after it, is refused instead of outliving it.
+  const revokedKeys = new Set<string>();
+  const revoked = (key: ApiKeyRef) => {
+    revokedKeys.add(key.id);
+    for (const [subscription, apiKeyId] of live) if (apiKeyId === key.id) subscription.end();
+    for (const listener of revocationListeners) listener(key);
+  };
+  // The same event target carries revocations on their own channel. On Redis this instance hears
+  // its own announcements too; handling one twice changes nothing.
+  const revocations = target as unknown as PubSubEventTarget<Record<string, [key: ApiKeyRef]>>;
+  revocations.addEventListener(revocationsChannel, (event) => revoked(event.detail));
+
+  async function announceRevocation(key: ApiKeyRef): Promise<void> {
+    if (closed) return;
+    const ref = { id: key.id, prefix: key.prefix };
+    if (!redis) return void revocations.dispatchEvent(new CustomEvent(revocationsChannel, { detail: ref }));
+    revoked(ref);
+    await redis.publisher.publish(revocationsChannel, JSON.stringify(ref)).catch((err) => {
+      logger.warn({ err, apiKey: ref.prefix }, 'event bus: could not announce an API key revocation to other instances');
+    });
+  }
 
   async function publish(events: EventEnvelope[]): Promise<void> {
     if (closed || events.length === 0) return;
@@ -151,7 +198,8 @@ export function createEventBus(options: {
     }
   }
 
-  async function subscribe(shopId: string, accept: (event: EventEnvelope) => boolean = () => true): Promise<AsyncIterableIterator<EventEnvelope>> {
+  async function subscribe(owner: SubscriptionOwner, accept: (event: EventEnvelope) => boolean = () => true): Promise<AsyncIterableIterator<EventEnvelope>> {
+    const { shopId } = owner;
     const shuttingDown = () => new RuleViolationError('server_shutting_down', 'the server is shutting down; reconnect to another instance');
     if (closed) throw shuttingDown();
     const release = await slots.acquire(shopId);
@@ -164,6 +212,10 @@ export function createEventBus(options: {
     if (closed) {
       release();
       throw shuttingDown();
+    }
+    if (revokedKeys.has(owner.apiKeyId)) {
+      release();
+      throw new RuleViolationError('api_key_revoked', 'the API key was revoked');
     }
     const channel = channelOf(shopId);
     const listener = (event: CustomEvent<EventEnvelope>) => {
@@ -181,7 +233,7 @@ export function createEventBus(options: {
     target.addEventListener(channel, listener);
     if (redis) local.set(channel, (local.get(channel) ?? new Set()).add(listener));
     listeners++;
-    live.add(subscription);
+    live.set(subscription, owner.apiKeyId);
     return subscription.iterator;
   }
 
@@ -189,13 +241,21 @@ export function createEventBus(options: {
     outboxHandler: { name: 'live-events', afterCommit: (events) => publish(events.map(toEnvelope)) },
     publish,
     subscribe,
+    socketSlots,
+    announceRevocation,
+    onRevoked(listener) {
+      revocationListeners.add(listener);
+      return () => revocationListeners.delete(listener);
+    },
+    wasRevoked: (apiKeyId) => revokedKeys.has(apiKeyId),
     stats: () => ({ subscriptions: live.size, listeners }),
     listenersOn: (shopId) => (redis ? null : getEventListeners(target as EventTarget, channelOf(shopId)).length),
     async close() {
       if (closed) return;
       closed = true;
-      for (const subscription of [...live]) subscription.end();
+      for (const subscription of [...live.keys()]) subscription.end();
       slots.close();
+      socketSlots.close();
       // quit() lets the last slot releases through; a client that is not connected is just dropped.
       for (const client of redis ? [redis.publisher, redis.subscriber] : []) {
         if (client.status === 'ready') await client.quit().catch(() => client.disconnect());

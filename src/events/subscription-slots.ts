@@ -3,10 +3,10 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 
 /**
- * How many live subscriptions each shop holds. In memory they are counted per instance; with
- * Redis, across all instances: a sorted set per shop whose members are this instance's
- * subscriptions, scored by when they expire. Live ones are refreshed by a heartbeat, so the slots
- * of a crashed instance free themselves within SLOT_TTL_MS.
+ * How many of something live (subscriptions, graphql-ws sockets) each shop holds. In memory they
+ * are counted per instance; with Redis, across all instances: a sorted set per shop whose members
+ * are this instance's holders, scored by when they expire. Live ones are refreshed by a
+ * heartbeat, so the slots of a crashed instance free themselves within SLOT_TTL_MS.
  */
 export type SubscriptionSlots = {
   /** Takes a slot for the shop; null when the shop is at its limit. Call the release once. */
@@ -28,8 +28,15 @@ return 1
 
 type WithAcquire = Redis & { acquireSubscriptionSlot(key: string, now: number, limit: number, member: string, expiry: number): Promise<number> };
 
-export function createSubscriptionSlots(options: { limit: number; redis?: Redis; keyPrefix: string; logger: Logger }): SubscriptionSlots {
-  const { limit, logger } = options;
+export function createSubscriptionSlots(options: {
+  /** What is counted, in the Redis key and the log: `live-subscriptions`, `websockets`. */
+  name: string;
+  limit: number;
+  redis?: Redis;
+  keyPrefix: string;
+  logger: Logger;
+}): SubscriptionSlots {
+  const { name, limit, logger } = options;
   const local = new Map<string, number>();
   const countLocally = (shopId: string, delta: number) => {
     const n = (local.get(shopId) ?? 0) + delta;
@@ -45,10 +52,11 @@ export function createSubscriptionSlots(options: { limit: number; redis?: Redis;
     return { acquire: async (shopId) => takeLocally(shopId), close() {} };
   }
 
-  options.redis.defineCommand('acquireSubscriptionSlot', { numberOfKeys: 1, lua: ACQUIRE });
+  // Defined once per client; both counters share the event bus's publisher.
+  if (!('acquireSubscriptionSlot' in options.redis)) options.redis.defineCommand('acquireSubscriptionSlot', { numberOfKeys: 1, lua: ACQUIRE });
   const redis = options.redis as WithAcquire;
   const instance = randomUUID();
-  const keyOf = (shopId: string) => `${options.keyPrefix}live-subscriptions:${shopId}`;
+  const keyOf = (shopId: string) => `${options.keyPrefix}${name}:${shopId}`;
   const held = new Map<string, string>(); // member -> key
   let seq = 0;
 
@@ -57,7 +65,7 @@ export function createSubscriptionSlots(options: { limit: number; redis?: Redis;
     const pipeline = redis.pipeline();
     const expiry = Date.now() + SLOT_TTL_MS;
     for (const [member, key] of held) pipeline.zadd(key, 'XX', expiry, member);
-    pipeline.exec().catch((err) => logger.warn({ err }, 'live subscriptions: Redis heartbeat failed'));
+    pipeline.exec().catch((err) => logger.warn({ err }, `${name}: Redis heartbeat failed`));
   }, HEARTBEAT_MS);
   heartbeat.unref();
 
@@ -71,7 +79,7 @@ export function createSubscriptionSlots(options: { limit: number; redis?: Redis;
         taken = await redis.acquireSubscriptionSlot(key, now, limit, member, now + SLOT_TTL_MS);
       } catch (err) {
         // Never refuse because Redis is down: fall back to this instance's own count.
-        logger.warn({ err }, 'live subscriptions: Redis unavailable, limiting per instance');
+        logger.warn({ err }, `${name}: Redis unavailable, limiting per instance`);
         return takeLocally(shopId);
       }
       if (!taken) return null;
@@ -81,7 +89,7 @@ export function createSubscriptionSlots(options: { limit: number; redis?: Redis;
         if (released) return;
         released = true;
         held.delete(member);
-        redis.zrem(key, member).catch((err) => logger.warn({ err }, 'live subscriptions: Redis release failed; the slot expires by itself'));
+        redis.zrem(key, member).catch((err) => logger.warn({ err }, `${name}: Redis release failed; the slot expires by itself`));
       };
     },
     close() {

@@ -3,7 +3,7 @@ import RelayPlugin from '@pothos/plugin-relay';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { GraphQLError } from 'graphql';
 import type { DB } from '../db/database.js';
-import type { Shop } from '../domain/shops.js';
+import type { ApiKeyRef, Shop } from '../domain/shops.js';
 import type { EventBus } from '../events/bus.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import { validationErrorFrom } from '../domain/validation.js';
@@ -11,6 +11,8 @@ import { validationErrorFrom } from '../domain/validation.js';
 export type GraphQLContext = {
   db: DB;
   shop: Shop;
+  /** The API key the request (or the graphql-ws connection) authenticated with. */
+  apiKey: ApiKeyRef;
   webhooks: WebhookSubscriptionDeps;
   /** Committed events, for subscriptions. */
   bus: EventBus;

@@ -43,7 +43,7 @@ builder.subscriptionFields((t) => ({
     args: { topics: t.arg.stringList({ required: true }) },
     subscribe: async (_root, args, ctx) => {
       const topics = parseInput(topicsSchema, args.topics);
-      return ctx.bus.subscribe(ctx.shop.id, (event) => topics.some((topic) => topicMatches(topic, event.type)));
+      return ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: ctx.apiKey.id }, (event) => topics.some((topic) => topicMatches(topic, event.type)));
     },
     resolve: (event) => event,
   }),
@@ -54,7 +54,7 @@ builder.subscriptionFields((t) => ({
     subscribe: async (_root, args, ctx) => {
       const customer = await getCustomer(ctx.db, ctx.shop.id, args.identifier.trim());
       return pipe(
-        await ctx.bus.subscribe(ctx.shop.id, (event) => balanceChangeOf(event)?.customerId === customer.id),
+        await ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: ctx.apiKey.id }, (event) => balanceChangeOf(event)?.customerId === customer.id),
         // Read back from the ledger: the bus carries plain JSON, the Activity type wants Dates.
         map((event: EventEnvelope) => findActivity(ctx.db, ctx.shop.id, balanceChangeOf(event)!.activityId)),
         filter((activity): activity is ActivityShape => activity !== undefined),

@@ -1,6 +1,5 @@
 import { getShopSettings, type ShopSettings as ShopSettingsShape, shopSettingsInputSchema, updateShopSettings } from '../domain/shop-settings.js';
 import {
-  apiKeyPrefix,
   apiKeyRevokeInputSchema,
   type ApiKeyInfo,
   createApiKey,
@@ -8,20 +7,9 @@ import {
   revokeApiKeyOnRequest,
   type Shop as ShopShape,
 } from '../domain/shops.js';
-import { bearerToken } from '../http/auth.js';
-import { builder, type GraphQLContext } from './builder.js';
+import { builder } from './builder.js';
 import { markResponseSecret } from './no-store.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
-import type { ServerContext } from './yoga.js';
-
-/**
- * The API key of the request being served: over HTTP from its Authorization header; null over
- * graphql-ws, whose context carries only the shop the connection authenticated.
- */
-function requestApiKey(ctx: GraphQLContext): string | null {
-  const req = (ctx as GraphQLContext & Partial<ServerContext>).req as { headers?: { authorization?: string } } | undefined;
-  return bearerToken(req?.headers?.authorization);
-}
 
 const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implement({
   description: 'The shop\'s own settings. A null override means the server\'s default.',
@@ -59,11 +47,8 @@ const ApiKey = builder.objectRef<ApiKeyInfo>('ApiKey').implement({
     revokedAt: t.expose('revokedAt', { type: 'DateTime', nullable: true }),
     active: t.boolean({ description: 'False once revoked.', resolve: (k) => k.revokedAt === null }),
     current: t.boolean({
-      description: 'Whether this request was made with this key (always false over graphql-ws).',
-      resolve: (k, _args, ctx) => {
-        const key = requestApiKey(ctx);
-        return key !== null && apiKeyPrefix(key) === k.prefix;
-      },
+      description: 'Whether this request (or this graphql-ws connection) was made with this key.',
+      resolve: (k, _args, ctx) => ctx.apiKey.prefix === k.prefix,
     }),
   }),
 });
@@ -145,10 +130,14 @@ builder.mutationFields((t) => ({
   apiKeyRevoke: t.field({
     type: ApiKeyRevokePayload,
     description:
-      'Revokes one of the shop\'s keys: refused on this instance from the next request, on others within 2 s. ' +
-      'A key cannot revoke itself (api_key_in_use): revoke it with another key.',
+      'Revokes one of the shop\'s keys: refused on every instance from the next request; the live subscriptions and ' +
+      'graphql-ws connections opened with it end within 2 s. A key cannot revoke itself (api_key_in_use): revoke it with another key.',
     args: { input: t.arg({ type: ApiKeyRevokeInput, required: true, validate: apiKeyRevokeInputSchema }) },
     resolve: (_root, { input }, ctx) =>
-      withUserErrors(async () => ({ apiKey: await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, requestApiKey(ctx)) })),
+      withUserErrors(async () => {
+        const apiKey = await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, ctx.apiKey);
+        await ctx.bus.announceRevocation(apiKey);
+        return { apiKey };
+      }),
   }),
 }));

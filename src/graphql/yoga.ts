@@ -16,8 +16,8 @@ import { useRateLimits } from './rate-limit.js';
 import { useRequestChecks } from './request-checks.js';
 import { schema } from './schema.js';
 
-/** Over HTTP Fastify's request and reply; over graphql-ws only the shop the connection authenticated. */
-export type ServerContext = { req: Pick<FastifyRequest, 'shop'>; reply?: FastifyReply };
+/** Over HTTP Fastify's request and reply; over graphql-ws only who the connection authenticated as. */
+export type ServerContext = { req: Pick<FastifyRequest, 'shop' | 'apiKey'>; reply?: FastifyReply };
 
 export const EXAMPLE_OPERATIONS = `# Loyalty GraphQL. Also here: the REST reference at /docs, live events at /dashboard.
 # Add your API key under Headers: {"Authorization": "Bearer lk_..."}, then pick an operation to run.
@@ -116,8 +116,8 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
     renderGraphiQL,
     landingPage: false,
     context: ({ req }) => {
-      if (!req.shop) throw unauthenticatedError();
-      return { db, shop: req.shop, webhooks: services.webhooks, bus: services.bus };
+      if (!req.shop || !req.apiKey) throw unauthenticatedError();
+      return { db, shop: req.shop, apiKey: req.apiKey, webhooks: services.webhooks, bus: services.bus };
     },
     maskedErrors: {
       // Domain errors are meant for clients and carry the REST error code; the rest stays masked.

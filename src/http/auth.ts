@@ -1,12 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { DB } from '../db/database.js';
-import { authenticateApiKey, type Shop } from '../domain/shops.js';
+import { type ApiKeyRef, authenticateApiKey, type Identity, type Shop } from '../domain/shops.js';
 import { UnauthorizedError } from './errors.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The shop whose API key authenticated this request; null when there was none or it was bad. */
     shop: Shop | null;
+    /** The key that authenticated it (id and public prefix); null with `shop`. */
+    apiKey: ApiKeyRef | null;
   }
 }
 
@@ -17,23 +19,40 @@ export function bearerToken(header: unknown): string | null {
   return match ? match[1]! : null;
 }
 
-export async function shopFromAuthorization(db: DB, header: unknown): Promise<Shop | null> {
+export async function identityFromAuthorization(db: DB, header: unknown): Promise<Identity | null> {
   const token = bearerToken(header);
   return token ? authenticateApiKey(db, token) : null;
 }
 
-/** onRequest hook: resolves `request.shop`, leaving the decision to refuse to the route. */
+/** onRequest hook: resolves `request.shop` and `request.apiKey`, leaving the decision to refuse to the route. */
 export function resolveShop(db: DB) {
   return async (request: FastifyRequest) => {
-    request.shop = await shopFromAuthorization(db, request.headers.authorization);
+    const identity = await identityFromAuthorization(db, request.headers.authorization);
+    request.shop = identity?.shop ?? null;
+    request.apiKey = identity?.apiKey ?? null;
   };
 }
 
-/** onRequest hook for routes that need a shop: 401 with `WWW-Authenticate: Bearer` otherwise. */
+/**
+ * onRequest hook for routes that need a shop: 401 with `WWW-Authenticate: Bearer` otherwise,
+ * before the body is read (onRequest runs before parsing). The connection is closed after the
+ * answer: the body it announced is never read, and waiting for it would hold the socket.
+ */
 export function requireShop(db: DB) {
   const resolve = resolveShop(db);
-  return async (request: FastifyRequest, _reply: FastifyReply) => {
+  return async (request: FastifyRequest, reply: FastifyReply) => {
     await resolve(request);
-    if (!request.shop) throw new UnauthorizedError();
+    if (!request.shop) {
+      closeIfBodyUnread(request, reply);
+      throw new UnauthorizedError();
+    }
   };
+}
+
+/** Answers with `Connection: close` when the request announced a body we are not going to read. */
+export function closeIfBodyUnread(request: FastifyRequest, reply: FastifyReply): void {
+  const h = request.headers;
+  if (h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0')) {
+    reply.header('connection', 'close');
+  }
 }

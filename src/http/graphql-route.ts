@@ -1,9 +1,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { type ExecutionResult, getOperationAST, GraphQLError } from 'graphql';
+import { type ExecutionResult, getOperationAST } from 'graphql';
 import { processRegularResult } from 'graphql-yoga';
+import type { DB } from '../db/database.js';
 import { type OperationParams, operationPreparer } from '../graphql/operation.js';
 import { singleResultMediaType } from '../graphql/request-checks.js';
-import type { createGraphQLServer } from '../graphql/yoga.js';
+import { type createGraphQLServer, unauthenticatedError } from '../graphql/yoga.js';
+import { closeIfBodyUnread, resolveShop } from './auth.js';
 
 type Yoga = ReturnType<typeof createGraphQLServer>;
 
@@ -15,8 +17,8 @@ type Yoga = ReturnType<typeof createGraphQLServer>;
  * runs through Yoga's envelop (operationPreparer: context, rate limits, error masking, as over
  * graphql-ws) and its result goes through Yoga's JSON result processor, so the answer is the one
  * Yoga gives. Everything else (GET and GraphiQL, subscriptions, multipart, batches, Origin, other
- * Accept types, parameters Yoga refuses, documents that do not parse or validate, no API key) goes
- * through Yoga whole, which answers it.
+ * Accept types, parameters Yoga refuses, documents that do not parse or validate) goes through
+ * Yoga whole, which answers it.
  */
 export function graphqlHandler(yoga: Yoga) {
   // Read once: each read of a property of Yoga's server adapter goes through a Proxy.
@@ -36,14 +38,9 @@ export function graphqlHandler(yoga: Yoga) {
     const params = direct(request);
     const mediaType = params && singleResultMediaType(request.headers.accept);
     if (params && mediaType) {
-      let operation;
-      try {
-        operation = await prepare({ req: request, reply }, params);
-      } catch (err) {
-        // The context refused the request (401) before anything ran; Yoga answers that itself, below.
-        if (!(err instanceof GraphQLError)) throw err;
-      }
-      const ready = operation && 'args' in operation ? operation : undefined;
+      // Authenticated: requireShopForGraphQL answered a POST without a key.
+      const operation = await prepare({ req: request, reply }, params);
+      const ready = 'args' in operation ? operation : undefined;
       // A subscription's stream (SSE, or 406) and a document without that operation take Yoga's path.
       const kind = ready && getOperationAST(ready.args.document, params.operationName)?.operation;
       if (ready && (kind === 'query' || kind === 'mutation')) {
@@ -52,6 +49,24 @@ export function graphqlHandler(yoga: Yoga) {
       }
     }
     return copy(reply, await yoga.handleNodeRequestAndResponse(request, reply, { req: request, reply }));
+  };
+}
+
+/**
+ * onRequest hook of /graphql: a POST without a valid key is answered 401 here, before its body is
+ * read, as the GraphQL response Yoga gives it (`extensions.code` unauthorized, in the single-result
+ * type Accept asks for). GET (GraphiQL's page needs no key; an operation without one is refused by
+ * the context) and CORS preflights carry no body and go on to Yoga.
+ */
+export function requireShopForGraphQL(db: DB) {
+  const resolve = resolveShop(db);
+  const body = JSON.stringify({ errors: [{ message: unauthenticatedError().message, extensions: { code: 'unauthorized' } }] });
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    await resolve(request);
+    if (request.shop || request.method !== 'POST') return;
+    closeIfBodyUnread(request, reply);
+    const mediaType = singleResultMediaType(request.headers.accept) ?? 'application/json';
+    return reply.code(401).header('www-authenticate', 'Bearer').header('content-type', `${mediaType}; charset=utf-8`).send(body);
   };
 }
 

@@ -8,12 +8,12 @@ import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import { REST_PREFIX, restApi } from '../rest/index.js';
-import { resolveShop } from './auth.js';
+import { forgetApiKey } from '../domain/shops.js';
 import { HttpError, toErrorResponse } from './errors.js';
 import { answerClientError, answerFrameworkError } from './framework-errors.js';
 import { registerDashboard } from './dashboard.js';
 import { registerApiDocs } from './docs.js';
-import { graphqlHandler } from './graphql-route.js';
+import { graphqlHandler, requireShopForGraphQL } from './graphql-route.js';
 import { idempotencyHooks } from './idempotency.js';
 import { type Metrics, registerMetrics } from './metrics.js';
 import { attachGraphQLWebSocket } from './websocket.js';
@@ -34,8 +34,10 @@ export async function createHttpServer(deps: {
   webhooks: WebhookSubscriptionDeps;
   bus: EventBus;
   metrics: Metrics;
+  /** How long a request may take to arrive, headers and body (REQUEST_TIMEOUT_MS). */
+  requestTimeoutMs: number;
 }): Promise<FastifyInstance> {
-  const { db, logger, rateLimiter, webhooks, bus } = deps;
+  const { db, logger, rateLimiter, webhooks, bus, requestTimeoutMs } = deps;
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -45,6 +47,11 @@ export async function createHttpServer(deps: {
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     return503OnClosing: true,
+    // Node answers a request still arriving after this with 408 (answerClientError) and closes its
+    // connection; Fastify's default, 0, let a client that never sends its announced body hold a
+    // socket forever. Node checks every connectionsCheckingInterval: at most a second late.
+    requestTimeout: requestTimeoutMs,
+    http: { headersTimeout: requestTimeoutMs, connectionsCheckingInterval: Math.min(1_000, requestTimeoutMs) },
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true },
     // Requests Fastify or Node refuse before routing still get the JSON error envelope.
@@ -92,8 +99,10 @@ export async function createHttpServer(deps: {
 
   await app.register(restApi, { prefix: REST_PREFIX, db, rateLimiter, webhooks });
 
+  // A key revoked on any instance is forgotten here at once, not after the key cache's TTL.
+  bus.onRevoked((key) => forgetApiKey(db, key.prefix));
   const yoga = createGraphQLServer(db, logger, { rateLimiter, webhooks, bus });
-  const closeWebSockets = attachGraphQLWebSocket(app.server, yoga, db);
+  const closeWebSockets = attachGraphQLWebSocket(app.server, yoga, db, bus);
   // Live subscriptions end before the drain: sockets close with 1001 (clients resubscribe
   // elsewhere), then the bus ends SSE streams, which would otherwise hold the close forever.
   app.addHook('preClose', async () => {
@@ -102,11 +111,11 @@ export async function createHttpServer(deps: {
   });
   registerDashboard(app);
   registerApiDocs(app);
-  const idempotency = idempotencyHooks(db);
+  const idempotency = idempotencyHooks(db, 'graphql');
   app.route({
     url: '/graphql',
     method: ['GET', 'POST', 'OPTIONS'],
-    onRequest: resolveShop(db),
+    onRequest: requireShopForGraphQL(db),
     preHandler: idempotency.preHandler,
     onSend: idempotency.onSend,
     handler: graphqlHandler(yoga),

@@ -3,12 +3,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { GraphQLError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import type { YogaServerInstance } from 'graphql-yoga';
-import { WebSocketServer } from 'ws';
+import { type WebSocket, WebSocketServer } from 'ws';
 import type { DB } from '../db/database.js';
+import type { EventBus } from '../events/bus.js';
 import type { GraphQLContext } from '../graphql/builder.js';
 import { operationPreparer, type PreparedOperation } from '../graphql/operation.js';
 import type { ServerContext } from '../graphql/yoga.js';
-import { shopFromAuthorization } from './auth.js';
+import { identityFromAuthorization } from './auth.js';
 
 /** How often idle sockets are pinged; a peer that misses a pong is dropped. */
 const KEEP_ALIVE_MS = 12_000;
@@ -16,23 +17,36 @@ const KEEP_ALIVE_MS = 12_000;
 const CLOSE_GRACE_MS = 1_000;
 /** The largest message a client may send, as the HTTP body limit (ws would take 100 MiB). */
 const MAX_MESSAGE_BYTES = 1024 * 1024;
+/** A socket whose key is revoked or no longer valid (graphql-ws's own code for a refused connection). */
+const FORBIDDEN = 4403;
+/** A shop over WEBSOCKETS_PER_SHOP: WebSocket's Policy Violation. */
+const POLICY_VIOLATION = 1008;
 
 type RootValue = Pick<PreparedOperation, 'execute' | 'subscribe'>;
 
 /**
  * graphql-ws (the graphql-transport-ws protocol) on the HTTP server's port, path /graphql.
  * The API key comes in `connectionParams.Authorization` ("Bearer …"); a bad one closes the socket
- * with 4403. Every operation then runs through Yoga's envelop, so context, rate limits, error
- * masking and validation are the same as over HTTP. Returns the shutdown: closes every socket.
+ * with 4403, and so does the revocation of the key it was opened with (on any instance). A shop
+ * holds at most WEBSOCKETS_PER_SHOP sockets; one more is closed with 1008. Every operation then
+ * runs through Yoga's envelop, so context, rate limits, error masking and validation are the same
+ * as over HTTP. Returns the shutdown: closes every socket.
  */
 export function attachGraphQLWebSocket(
   server: Server,
   yoga: YogaServerInstance<ServerContext, GraphQLContext>,
   db: DB,
+  bus: Pick<EventBus, 'socketSlots' | 'onRevoked' | 'wasRevoked'>,
 ): () => Promise<void> {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
   const prepare = operationPreparer(yoga);
   let closing = false;
+
+  // The open sockets by the id of the API key they authenticated with.
+  const byKey = new Map<string, Set<WebSocket>>();
+  const stopHearingRevocations = bus.onRevoked((key) => {
+    for (const socket of byKey.get(key.id) ?? []) socket.close(FORBIDDEN, 'Forbidden: the API key was revoked');
+  });
 
   server.on('upgrade', (request, socket, head) => {
     // Plain string work: new URL() throws on some request targets, and this runs outside any try.
@@ -47,21 +61,42 @@ export function attachGraphQLWebSocket(
 
   const disposable = useServer<Record<string, unknown>, { authorization: unknown }>(
     {
-      // Returning false closes the socket with 4403 Forbidden.
+      // Returning false closes the socket with 4403 Forbidden (a no-op when it is already closing).
       onConnect: async (ctx) => {
         const params = ctx.connectionParams ?? {};
         ctx.extra.authorization = params.Authorization ?? params.authorization;
-        return (await shopFromAuthorization(db, ctx.extra.authorization)) !== null;
+        const identity = await identityFromAuthorization(db, ctx.extra.authorization);
+        if (!identity) return false;
+        const socket = ctx.extra.socket;
+        const release = await bus.socketSlots.acquire(identity.shop.id);
+        if (!release) {
+          socket.close(POLICY_VIOLATION, 'socket_limit_reached: this shop has its limit of graphql-ws sockets open');
+          return false;
+        }
+        const sockets = byKey.get(identity.apiKey.id) ?? new Set();
+        byKey.set(identity.apiKey.id, sockets.add(socket));
+        const forget = () => {
+          release();
+          sockets.delete(socket);
+          if (sockets.size === 0 && byKey.get(identity.apiKey.id) === sockets) byKey.delete(identity.apiKey.id);
+        };
+        // Gone, or its key revoked, while its slot was being taken: nothing would close it later.
+        if (socket.readyState !== socket.OPEN || bus.wasRevoked(identity.apiKey.id)) {
+          forget();
+          return false;
+        }
+        socket.once('close', forget);
+        return true;
       },
       onSubscribe: async (ctx, _id, payload) => {
         // Checked again for every operation (cached for 2 s), so a revoked key stops opening new
         // ones on a socket that was accepted earlier.
-        const shop = await shopFromAuthorization(db, ctx.extra.authorization);
-        if (!shop) {
-          ctx.extra.socket.close(4403, 'Forbidden');
+        const identity = await identityFromAuthorization(db, ctx.extra.authorization);
+        if (!identity) {
+          ctx.extra.socket.close(FORBIDDEN, 'Forbidden');
           return [new GraphQLError('the API key is no longer valid')];
         }
-        const operation = await prepare({ req: { shop } }, payload);
+        const operation = await prepare({ req: identity }, payload);
         if ('errors' in operation) return operation.errors;
         const rootValue: RootValue = { execute: operation.execute, subscribe: operation.subscribe };
         return { ...operation.args, rootValue };
@@ -76,6 +111,7 @@ export function attachGraphQLWebSocket(
 
   return async () => {
     closing = true;
+    stopHearingRevocations();
     // Completes every operation and sends 1001 Going Away; resolves once every socket is gone,
     // so whoever does not answer the close frame in time is cut.
     const disposed = disposable.dispose();
