@@ -18,10 +18,10 @@ let dir: string;
 beforeAll(async () => {
   t = await startTestApp();
   dir = await mkdtemp(path.join(tmpdir(), 'loyalty-openapi-'));
-}, 60_000);
+}, 180_000);
 afterAll(async () => {
   await t?.stop();
-  await rm(dir, { recursive: true, force: true });
+  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 it('passes `redocly lint` with the recommended rules', { timeout: 120_000 }, async () => {
