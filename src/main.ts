@@ -2,25 +2,26 @@
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/data-dir-lock.js';
-import { ensureDemoShop } from './domain/demo.js';
+import type { DB } from './db/database.js';
+import { DEMO_SHOP_NAME, ensureDemoShop } from './domain/demo.js';
+import { listShops } from './domain/shops.js';
 import { stopOnSignals } from './shutdown.js';
 
 async function main() {
   const config = loadConfig();
   const app = await buildApp(config);
+  // Handlers first: a signal that arrives while the banner is being prepared still stops cleanly.
+  stopOnSignals(app);
   const url = await app.start();
   app.logger.info({ url, database: app.database.kind }, 'loyalty service listening');
-  if (app.database.kind === 'pglite') {
-    const demo = await ensureDemoShop(app.database.db);
-    if (demo) printDemo(url, demo.apiKey);
-  }
-
-  stopOnSignals(app);
+  const demo = app.database.kind === 'pglite' ? await ensureDemoShop(app.database.db) : null;
+  const lines = demo ? demoLines(url, demo.apiKey) : [];
+  lines.push(...(await keyHelpLines(app.database.db, app.database.kind)));
+  process.stdout.write(`${['', ...lines, ''].join('\n')}\n`);
 }
 
-function printDemo(url: string, apiKey: string) {
-  const lines = [
-    '',
+function demoLines(url: string, apiKey: string): string[] {
+  return [
     'A demo shop was created on this empty database. Its API key (shown once):',
     `  ${apiKey}`,
     '',
@@ -34,7 +35,33 @@ function printDemo(url: string, apiKey: string) {
     `GraphiQL: ${url}/graphql   REST reference: ${url}/docs   live events: ${url}/dashboard`,
     '',
   ];
-  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+/**
+ * Printed on every start, never with a key: which shop to use and how to get a new key for it,
+ * so a lost key (the demo one is shown once) is never a dead end. The CLI cannot open an embedded
+ * data folder while this server holds it, so there the way out says to stop the server first.
+ */
+async function keyHelpLines(db: DB, kind: 'pglite' | 'postgres'): Promise<string[]> {
+  const shops = await listShops(db);
+  if (shops.length === 0) {
+    return ['No shop yet. Create the first one and its API key (shown once):', '  npm run cli -- shop create --name "My shop"'];
+  }
+  const demo = kind === 'pglite' ? shops.find((s) => s.name === DEMO_SHOP_NAME) : undefined;
+  const shop = demo ?? (shops.length === 1 ? shops[0] : undefined);
+  const lines = shop
+    ? [
+        `${demo ? 'Demo shop' : 'Shop'}: "${shop.name}", id ${shop.id} (${shop.activeKeys} active API key(s)).`,
+        `A new API key for it: npm run cli -- key create --shop ${shop.id}`,
+      ]
+    : [`${shops.length} shops: npm run cli -- shop list`, 'A new API key: npm run cli -- key create --shop <id or name>'];
+  if (kind === 'pglite') {
+    lines.push(
+      '  (stop this server first: the CLI needs the data folder to itself; or, with a key that still works,',
+      '  send the GraphQL mutation apiKeyCreate, see docs/api.md)',
+    );
+  }
+  return lines;
 }
 
 main().catch((err) => {

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
@@ -10,6 +10,7 @@ import { type DB, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import type { Trx } from '../src/db/transaction.js';
 import { type ImportRecord, importCustomers } from '../src/domain/customers-import.js';
+import { countRecords } from '../src/cli/import-file.js';
 import { authenticateApiKey, createShop } from '../src/domain/shops.js';
 import { isolatedPostgresUrl, onPostgres, startTestApp } from './helpers.js';
 
@@ -56,10 +57,10 @@ function cli(args: string[], env: Record<string, string> = {}): Promise<CliResul
   });
 }
 
-/** Runs the CLI with --json and returns its parsed output, failing on a non-zero exit. */
-async function cliJson(args: string[]): Promise<any> {
+/** Runs the CLI with --json and returns its parsed output, failing on another exit code than `code`. */
+async function cliJson(args: string[], code = 0): Promise<any> {
   const res = await cli([...args, '--json']);
-  expect(res.code, res.stderr || res.stdout).toBe(0);
+  expect(res.code, res.stderr || res.stdout).toBe(code);
   return JSON.parse(res.stdout);
 }
 
@@ -175,15 +176,51 @@ describe('CLI: migrations, shops and API keys', () => {
     expect(after.keys.every((k: any) => k.revokedAt !== null)).toBe(true);
   });
 
+  it('shop list shows every shop without keys; --shop takes a name; revoking twice says when it was revoked', { timeout: 180_000 }, async () => {
+    const a = await cliJson(['shop', 'create', '--name', 'Listed shop']);
+    const twin1 = await cliJson(['shop', 'create', '--name', 'Twin shop']);
+    const twin2 = await cliJson(['shop', 'create', '--name', 'Twin shop']);
+
+    const { shops } = await cliJson(['shop', 'list']);
+    const listed = shops.find((s: any) => s.shopId === a.shopId);
+    expect(listed).toEqual({ shopId: a.shopId, name: 'Listed shop', createdAt: expect.any(String), activeKeys: 1 });
+    expect(shops.filter((s: any) => s.name === 'Twin shop').map((s: any) => s.shopId).sort()).toEqual([twin1.shopId, twin2.shopId].sort());
+    const human = await cli(['shop', 'list']);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toContain(`${a.shopId}  "Listed shop"  created `);
+    expect(human.stdout).not.toMatch(/lk_/);
+
+    // A name finds its shop; a name two shops share is refused with both ids.
+    const byName = await cliJson(['key', 'create', '--shop', 'Listed shop']);
+    expect(byName.shopId).toBe(a.shopId);
+    const keys = (await cliJson(['key', 'list', '--shop', 'Listed shop'])).keys.map((k: any) => k.prefix);
+    expect(keys.sort()).toEqual([a.apiKey.slice(0, 13), byName.prefix].sort());
+    const ambiguous = await cli(['key', 'create', '--shop', 'Twin shop', '--json']);
+    expect(ambiguous.code).toBe(1);
+    const refusal = JSON.parse(ambiguous.stdout);
+    expect(refusal.error).toBe('shop_name_ambiguous');
+    expect(refusal.message).toContain(twin1.shopId);
+    expect(refusal.message).toContain(twin2.shopId);
+    expect((await cliJson(['shop', 'list'])).shops.find((s: any) => s.shopId === twin1.shopId).activeKeys).toBe(1);
+
+    const first = await cliJson(['key', 'revoke', '--shop', 'Listed shop', '--key', byName.prefix]);
+    expect(first).toMatchObject({ prefix: byName.prefix, alreadyRevoked: false });
+    const again = await cliJson(['key', 'revoke', '--shop', a.shopId, '--key', byName.apiKey]);
+    expect(again).toEqual({ prefix: byName.prefix, revokedAt: first.revokedAt, alreadyRevoked: true });
+    const againHuman = await cli(['key', 'revoke', '--shop', a.shopId, '--key', byName.prefix]);
+    expect(againHuman.stdout).toBe(`API key ${byName.prefix} of shop ${a.shopId} was already revoked, at ${first.revokedAt}.\n`);
+    expect((await cliJson(['shop', 'list'])).shops.find((s: any) => s.shopId === a.shopId).activeKeys).toBe(1);
+  });
+
   it('reports domain and configuration errors in one line, exit code 1', { timeout: 120_000 }, async () => {
     const unknownShop = await cli(['key', 'create', '--shop', 'no-such-shop', '--json']);
     expect(unknownShop.code).toBe(1);
-    expect(JSON.parse(unknownShop.stdout)).toEqual({ error: 'shop_not_found', message: 'no shop with id no-such-shop' });
+    expect(JSON.parse(unknownShop.stdout)).toEqual({ error: 'shop_not_found', message: 'no shop with id or name "no-such-shop"' });
 
     const human = await cli(['key', 'revoke', '--shop', 'no-such-shop', '--key', 'lk_abcdefghij']);
     expect(human.code).toBe(1);
     expect(human.stdout).toBe('');
-    expect(human.stderr).toBe('error: no shop with id no-such-shop\n');
+    expect(human.stderr).toBe('error: no shop with id or name "no-such-shop"\n');
 
     const badConfig = await cli(['db', 'migrate'], { DATABASE_URL: 'mysql://localhost/x' });
     expect(badConfig.code).toBe(1);
@@ -203,7 +240,7 @@ describe('CLI: customers import', () => {
 
   it('imports the good lines of NDJSON and CSV files and rejects each bad line by number', { timeout: 180_000 }, async () => {
     // Batches of 2, so repeats are caught across batch boundaries too.
-    const ndjson = await cliJson(['customers', 'import', fixture('customers-mixed.ndjson'), '--shop', shopId, '--batch-size', '2']);
+    const ndjson = await cliJson(['customers', 'import', fixture('customers-mixed.ndjson'), '--shop', shopId, '--batch-size', '2'], 2);
     expect(ndjson.imported).toBe(4);
     expect(rejectedLines(ndjson)).toEqual([3, 4, 5, 6, 7, 9, 11, 12, 13, 14, 15, 16]);
     const byLine = Object.fromEntries(ndjson.rejected.map((r: any) => [r.line, r.error]));
@@ -220,7 +257,7 @@ describe('CLI: customers import', () => {
 
     // CSV, one batch; lines 14-15 are one quoted record.
     const csv = await cli(['customers', 'import', fixture('customers-mixed.csv'), '--shop', shopId, '--json']);
-    expect(csv.code).toBe(0);
+    expect(csv.code).toBe(2);
     const csvResult = JSON.parse(csv.stdout);
     expect(csvResult.imported).toBe(5);
     expect(rejectedLines(csvResult)).toEqual([4, 5, 6, 7, 8, 9, 11, 12, 14]);
@@ -278,7 +315,7 @@ describe('CLI: customers import', () => {
   });
 
   it('re-importing updates in place and writes ledger entries only for changed balances', { timeout: 180_000 }, async () => {
-    const first = await cliJson(['customers', 'import', fixture('customers-update.ndjson'), '--shop', shopId]);
+    const first = await cliJson(['customers', 'import', fixture('customers-update.ndjson'), '--shop', shopId], 2);
     expect(first.imported).toBe(6);
     expect(first.rejected).toEqual([{ line: 5, error: 'e-mail N10@example.com belongs to customer "n10"' }]);
 
@@ -329,14 +366,65 @@ describe('CLI: customers import', () => {
     await checkAfterUpdate();
 
     // The same file again changes nothing: no rows, no ledger entries, no events.
-    const again = await cliJson(['customers', 'import', fixture('customers-update.ndjson'), '--shop', shopId]);
-    expect(again).toEqual(first);
+    const again = await cliJson(['customers', 'import', fixture('customers-update.ndjson'), '--shop', shopId], 2);
+    expect(again).toEqual({ ...first, created: 0, updated: 0, unchanged: first.imported, balancesSet: 0 });
     await checkAfterUpdate();
+  });
+
+  it('reports every problem of a line, the counts in --json, and exit code 2 when lines were refused', { timeout: 180_000 }, async () => {
+    const file = path.join(dataDir, 'problems.ndjson');
+    const write = (lines: unknown[]) => writeFile(file, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+    await write([
+      { shopifyCustomerId: 'p1', email: 'p1@example.com', points: 10 },
+      { email: 'not-an-email', points: -1 },
+      { shopifyCustomerId: 'p3', email: 'p3@example.com' },
+    ]);
+    const first = await cliJson(['customers', 'import', file, '--shop', 'Import shop'], 2);
+    expect(first).toEqual({
+      imported: 2,
+      created: 2,
+      updated: 0,
+      unchanged: 0,
+      balancesSet: 1,
+      rejected: [{ line: 2, error: expect.any(String) }],
+      referralsLinked: 0,
+      referralErrors: [],
+    });
+    const problems = first.rejected[0].error.split('; ');
+    expect(problems).toHaveLength(3);
+    expect(problems[0]).toBe('shopifyCustomerId: required');
+    expect(problems[1]).toMatch(/^email: /);
+    expect(problems[2]).toMatch(/^points: .*>=0/);
+
+    await write([
+      { shopifyCustomerId: 'p1', email: 'p1@example.com', points: 20 },
+      { shopifyCustomerId: 'p3', email: 'p3@example.com' },
+    ]);
+    expect(await cliJson(['customers', 'import', file, '--shop', shopId])).toEqual({
+      imported: 2,
+      created: 0,
+      updated: 1,
+      unchanged: 1,
+      balancesSet: 1,
+      rejected: [],
+      referralsLinked: 0,
+      referralErrors: [],
+    });
+
+    const help = await cli(['customers', 'import', '--help']);
+    expect(help.stdout).toMatch(/Exit code: 0 when every line was imported, 2 when the import finished but refused some lines/);
+  });
+
+  it("counts a file's records for the progress bar without the CSV header", async () => {
+    expect(await countRecords(fixture('customers-mixed.csv'), 'csv')).toBe(15);
+    expect(await countRecords(fixture('customers-update.ndjson'), 'ndjson')).toBe(
+      (await readFile(fixture('customers-update.ndjson'), 'utf8')).trimEnd().split('\n').length,
+    );
   });
 
   it('prints a human summary without --json', { timeout: 120_000 }, async () => {
     const res = await cli(['customers', 'import', fixture('customers-update.ndjson'), '--shop', shopId]);
-    expect(res.code).toBe(0);
+    expect(res.code).toBe(2);
     expect(res.stdout).toBe(
       `Imported 6 customer(s) from ${fixture('customers-update.ndjson')}: 0 created, 0 updated, 6 unchanged; 0 balance(s) set.\n` +
         'Rejected 1 line(s):\n  line 5: e-mail N10@example.com belongs to customer "n10"\n',
@@ -463,7 +551,16 @@ describe.skipIf(!onPostgres)('customers import at scale (PostgreSQL)', () => {
     const seconds = (performance.now() - started) / 1000;
     console.log(`customers import: 100,000 rows in ${seconds.toFixed(1)} s (whole CLI process, PostgreSQL)`);
     expect(res.code, res.stderr).toBe(0);
-    expect(JSON.parse(res.stdout)).toEqual({ imported: 100_000, rejected: [], referralsLinked: 0, referralErrors: [] });
+    expect(JSON.parse(res.stdout)).toEqual({
+      imported: 100_000,
+      created: 100_000,
+      updated: 0,
+      unchanged: 0,
+      balancesSet: 75_000,
+      rejected: [],
+      referralsLinked: 0,
+      referralErrors: [],
+    });
     expect(seconds).toBeLessThan(60);
 
     await withDb(async (db) => {

@@ -58,6 +58,10 @@ describe('GET /dashboard in a real Chromium', () => {
     expect(await text('#counts tr[data-key="points/added"] td.num')).toBe('1');
     expect(await text(`#balances tr[data-key="${activity.customer}"] td:nth-child(2)`)).toBe('125');
     expect(await text('#points-net')).toBe('+25');
+    // People know customers by e-mail and the shop's id, not by our internal _id.
+    await page.waitForFunction((id) => document.querySelector(`#balances tr[data-key="${id}"] td`)?.textContent !== '…', activity.customer);
+    expect(await text(`#balances tr[data-key="${activity.customer}"] td:nth-child(1)`)).toBe('d-1@example.com (d-1)');
+    expect(await page.locator('#balances').innerText()).not.toContain(activity.customer);
 
     await addPoints('substract', 5);
     await page.waitForFunction(() => document.querySelectorAll('#events li').length === 2);

@@ -35,8 +35,13 @@ export async function* readImportFile(file: string, format: ImportFormat): Async
   yield* format === 'ndjson' ? ndjsonRecords(readLines(file)) : csvRecords(readLines(file));
 }
 
-/** Lines in the file, for a progress bar's total. */
-export async function countLines(file: string): Promise<number> {
+/** Records in the file, for a progress bar's total: its lines, less a CSV's header. */
+export async function countRecords(file: string, format: ImportFormat): Promise<number> {
+  const lines = await countLines(file);
+  return format === 'csv' ? Math.max(0, lines - 1) : lines;
+}
+
+async function countLines(file: string): Promise<number> {
   let lines = 0;
   let last = 0x0a;
   for await (const chunk of createReadStream(file) as AsyncIterable<Buffer>) {

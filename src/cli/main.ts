@@ -8,8 +8,8 @@ import { type DB, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
 import { importCustomers, type ImportResult } from '../domain/customers-import.js';
 import { DomainError } from '../domain/errors.js';
-import { type ApiKeyInfo, createApiKey, createShop, getShop, listApiKeys, revokeApiKey } from '../domain/shops.js';
-import { countLines, detectFormat, ImportFileError, readImportFile } from './import-file.js';
+import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops.js';
+import { countRecords, detectFormat, ImportFileError, readImportFile } from './import-file.js';
 
 const program = new Command('loyalty')
   .description('Administration of the loyalty service, on the database the server uses (DATABASE_URL or DATA_DIR).')
@@ -41,6 +41,12 @@ async function withDatabase<T>(fn: (db: DB, appliedMigrations: string[]) => Prom
 
 const keyPrefix = (key: ApiKeyInfo) => `lk_${key.prefix}`;
 
+/** `--shop` takes what `shop list` shows: the id, or the name when no other shop has it. */
+const SHOP_OPTION = ['--shop <id or name>', 'shop id, or its name (as `shop list` shows them)'] as const;
+
+/** `customers import` finished but refused some lines (listed in its output); 1 stays "failed". */
+const EXIT_LINES_REJECTED = 2;
+
 function nonEmpty(value: string): string {
   const trimmed = value.trim();
   if (!trimmed) throw new InvalidArgumentError('must not be empty');
@@ -67,16 +73,30 @@ shop
     );
   });
 
+shop
+  .command('list')
+  .description('list the shops: ids, names, creation dates and how many API keys work (never a key)')
+  .action(async () => {
+    const shops = await withDatabase((db) => listShops(db));
+    const lines = shops.map((s) => `${s.id}  ${JSON.stringify(s.name)}  created ${s.createdAt.toISOString()}  ${s.activeKeys} active key(s)`);
+    print(lines.length ? lines.join('\n') : 'No shops yet: npm run cli -- shop create --name "My shop"', {
+      shops: shops.map((s) => ({ shopId: s.id, name: s.name, createdAt: s.createdAt, activeKeys: s.activeKeys })),
+    });
+  });
+
 const key = program.command('key').description('API keys');
 
 key
   .command('create')
   .description('create another API key for a shop (shown once)')
-  .requiredOption('--shop <id>', 'shop id')
+  .requiredOption(...SHOP_OPTION)
   .action(async (opts: { shop: string }) => {
-    const { apiKey, key: info } = await withDatabase((db) => createApiKey(db, opts.shop));
-    print(`New API key ${keyPrefix(info)} for shop ${opts.shop} (shown only now, store it safely):\n  ${apiKey}`, {
-      shopId: opts.shop,
+    const { shopId, apiKey, key: info } = await withDatabase(async (db) => {
+      const { id } = await findShop(db, opts.shop);
+      return { shopId: id, ...(await createApiKey(db, id)) };
+    });
+    print(`New API key ${keyPrefix(info)} for shop ${shopId} (shown only now, store it safely):\n  ${apiKey}`, {
+      shopId,
       apiKey,
       prefix: keyPrefix(info),
       createdAt: info.createdAt,
@@ -86,28 +106,29 @@ key
 key
   .command('revoke')
   .description('revoke an API key; requests with it get 401 from then on')
-  .requiredOption('--shop <id>', 'shop id')
+  .requiredOption(...SHOP_OPTION)
   .requiredOption('--key <prefix>', 'the key, or its prefix as `key list` shows it')
   .action(async (opts: { shop: string; key: string }) => {
-    const info = await withDatabase(async (db) => {
-      await getShop(db, opts.shop);
-      return revokeApiKey(db, opts.shop, opts.key);
+    const { shopId, info, alreadyRevoked } = await withDatabase(async (db) => {
+      const { id } = await findShop(db, opts.shop);
+      const prefix = opts.key.replace(/^lk_/, '').slice(0, 10);
+      const before = (await listApiKeys(db, id)).find((k) => k.prefix === prefix);
+      return { shopId: id, info: await revokeApiKey(db, id, opts.key), alreadyRevoked: before?.revokedAt != null };
     });
-    print(`Revoked API key ${keyPrefix(info)} of shop ${opts.shop}.`, {
-      prefix: keyPrefix(info),
-      revokedAt: info.revokedAt,
-    });
+    print(
+      alreadyRevoked
+        ? `API key ${keyPrefix(info)} of shop ${shopId} was already revoked, at ${info.revokedAt!.toISOString()}.`
+        : `Revoked API key ${keyPrefix(info)} of shop ${shopId}.`,
+      { prefix: keyPrefix(info), revokedAt: info.revokedAt, alreadyRevoked },
+    );
   });
 
 key
   .command('list')
   .description("list a shop's API keys: prefixes and dates, never the secrets")
-  .requiredOption('--shop <id>', 'shop id')
+  .requiredOption(...SHOP_OPTION)
   .action(async (opts: { shop: string }) => {
-    const keys = await withDatabase(async (db) => {
-      await getShop(db, opts.shop);
-      return listApiKeys(db, opts.shop);
-    });
+    const keys = await withDatabase(async (db) => listApiKeys(db, (await findShop(db, opts.shop)).id));
     const lines = keys.map(
       (k) =>
         `${keyPrefix(k)}  created ${k.createdAt.toISOString()}  ${k.revokedAt ? `revoked ${k.revokedAt.toISOString()}` : 'active'}`,
@@ -136,7 +157,7 @@ program
       'shopifyCustomerId, email, points, birthday, referredBy; bad lines are reported and skipped',
   )
   .argument('<file>', 'a .ndjson/.jsonl or .csv file (other names: detected from the content)')
-  .requiredOption('--shop <id>', 'shop id')
+  .requiredOption(...SHOP_OPTION)
   .option('--batch-size <rows>', 'rows per transaction', batchSize, 1000)
   .action(async (file: string, opts: { shop: string; batchSize: number }) => {
     await access(file, constants.R_OK).catch((err: Error) => {
@@ -152,9 +173,9 @@ program
       : undefined;
     let result: ImportResult;
     try {
-      bar?.start(await countLines(file), 0);
-      result = await withDatabase((db) =>
-        importCustomers(db, opts.shop, readImportFile(file, format), {
+      bar?.start(await countRecords(file, format), 0);
+      result = await withDatabase(async (db) =>
+        importCustomers(db, (await findShop(db, opts.shop)).id, readImportFile(file, format), {
           batchSize: opts.batchSize,
           onProgress: (read) => bar?.update(read),
         }),
@@ -163,7 +184,13 @@ program
       bar?.stop();
     }
     printImportResult(file, result);
-  });
+    if (result.rejected.length || result.referralErrors.length) process.exitCode = EXIT_LINES_REJECTED;
+  })
+  .addHelpText(
+    'after',
+    `\nExit code: 0 when every line was imported, ${EXIT_LINES_REJECTED} when the import finished but refused some lines ` +
+      '(a rejected line, or a referredBy refused; each is listed), 1 when it failed (nothing of a bad file is imported).',
+  );
 
 function printImportResult(file: string, result: ImportResult): void {
   const { imported, created, updated, unchanged, balancesSet, rejected, referralsLinked, referralErrors } = result;
@@ -177,7 +204,7 @@ function printImportResult(file: string, result: ImportResult): void {
   if (referralErrors.length) {
     lines.push(`Referrer refused on ${referralErrors.length} line(s):`, ...referralErrors.map((r) => `  line ${r.line}: ${r.error}`));
   }
-  print(lines.join('\n'), { imported, rejected, referralsLinked, referralErrors });
+  print(lines.join('\n'), { imported, created, updated, unchanged, balancesSet, rejected, referralsLinked, referralErrors });
 }
 
 /** The one-line reason an error stopped the command, and its code for --json. */

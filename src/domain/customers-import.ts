@@ -10,7 +10,7 @@ import { newId } from './ids.js';
 import { type Activity, MAX_BALANCE } from './points.js';
 import { linkReferee } from './referrals.js';
 import { getShop } from './shops.js';
-import { validationErrorFrom } from './validation.js';
+import { describeIssues, safeParseInput } from './validation.js';
 
 /** One row of a customers import: the customer, an optional absolute balance and the referrer. */
 export const customerImportRowSchema = customerInputSchema.extend({
@@ -149,8 +149,8 @@ async function linkReferees(db: DB, shopId: string, pending: PendingReferral[]) 
 
 function validateRecord(record: ImportRecord): Row | ImportRejection {
   if ('error' in record) return record;
-  const parsed = customerImportRowSchema.safeParse(record.value);
-  if (!parsed.success) return { line: record.line, error: validationErrorFrom(parsed.error.issues).message };
+  const parsed = safeParseInput(customerImportRowSchema, record.value);
+  if (!parsed.success) return { line: record.line, error: describeIssues(parsed.error.issues) };
   return { ...parsed.data, line: record.line };
 }
 

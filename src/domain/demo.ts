@@ -5,6 +5,9 @@ import { createPointsRedemption } from './redemptions.js';
 import { linkReferee } from './referrals.js';
 import { createShop } from './shops.js';
 
+/** The demo shop's name: later starts find it by this to say how to make it a new key. */
+export const DEMO_SHOP_NAME = 'Demo shop';
+
 const DEMO_CUSTOMERS = [
   { shopifyCustomerId: 'demo-1001', email: 'ada@example.com', birthday: '1990-12-10', points: 250 },
   { shopifyCustomerId: 'demo-1002', email: 'grace@example.com', birthday: null, points: 1200 },
@@ -27,7 +30,7 @@ const DEMO_REDEMPTIONS = [
 export async function ensureDemoShop(db: DB): Promise<{ shopId: string; apiKey: string } | null> {
   const existing = await db.selectFrom('shops').select('id').limit(1).executeTakeFirst();
   if (existing) return null;
-  const { shop, apiKey } = await createShop(db, 'Demo shop');
+  const { shop, apiKey } = await createShop(db, DEMO_SHOP_NAME);
   for (const { points, ...customer } of DEMO_CUSTOMERS) {
     await upsertCustomer(db, shop.id, customer);
     if (points > 0) {

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { Queryable } from '../db/transaction.js';
-import { NotFoundError, RuleViolationError } from './errors.js';
+import { ConflictError, NotFoundError, RuleViolationError } from './errors.js';
 import { newId, randomString } from './ids.js';
 import { parseInput } from './validation.js';
 import { singleFlight } from './single-flight.js';
@@ -40,6 +40,40 @@ export async function getShop(db: Queryable, shopId: string): Promise<Shop> {
   const row = await db.selectFrom('shops').selectAll().where('id', '=', shopId).executeTakeFirst();
   if (!row) throw new NotFoundError('shop_not_found', `no shop with id ${shopId}`);
   return { id: row.id, name: row.name, createdAt: row.created_at };
+}
+
+export type ShopListing = Shop & { activeKeys: number };
+
+/** Every shop, oldest first, with how many of its API keys still work (the CLI's `shop list`). */
+export async function listShops(db: Queryable): Promise<ShopListing[]> {
+  const rows = await db
+    .selectFrom('shops')
+    .leftJoin('api_keys', (join) => join.onRef('api_keys.shop_id', '=', 'shops.id').on('api_keys.revoked_at', 'is', null))
+    .select(['shops.id', 'shops.name', 'shops.created_at', (eb) => eb.fn.count<string>('api_keys.id').as('active_keys')])
+    .groupBy(['shops.id', 'shops.name', 'shops.created_at'])
+    .orderBy('shops.created_at')
+    .orderBy('shops.id')
+    .execute();
+  return rows.map((r) => ({ id: r.id, name: r.name, createdAt: r.created_at, activeKeys: Number(r.active_keys) }));
+}
+
+/**
+ * A shop by its id or, failing that, by its exact name, so a person can type what `shop list` or
+ * the start-up banner shows. Names are not unique: one that several shops share is refused.
+ */
+export async function findShop(db: Queryable, idOrName: string): Promise<Shop> {
+  const rows = await db
+    .selectFrom('shops')
+    .selectAll()
+    .where((eb) => eb.or([eb('id', '=', idOrName), eb('name', '=', idOrName)]))
+    .orderBy('created_at')
+    .execute();
+  const match = rows.find((r) => r.id === idOrName) ?? (rows.length === 1 ? rows[0] : undefined);
+  if (match) return { id: match.id, name: match.name, createdAt: match.created_at };
+  if (rows.length > 1) {
+    throw new ConflictError('shop_name_ambiguous', `${rows.length} shops are named "${idOrName}" (ids ${rows.map((r) => r.id).join(', ')}): give the id`);
+  }
+  throw new NotFoundError('shop_not_found', `no shop with id or name "${idOrName}"`);
 }
 
 export async function createApiKey(db: Queryable, shopId: string): Promise<{ apiKey: string; key: ApiKeyInfo }> {

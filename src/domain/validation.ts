@@ -1,9 +1,18 @@
 import type { z } from 'zod';
 import { ValidationError } from './errors.js';
 
+/** A missing field (a body field, a query parameter) says "required", not "expected number, received undefined". */
+const missingIsRequired: z.core.$ZodErrorMap = (issue) =>
+  issue.code === 'invalid_type' && issue.input === undefined ? 'required' : undefined;
+
+/** `schema.safeParse` with the domain's wording of issues; parseInput is the throwing form. */
+export function safeParseInput<S extends z.ZodType>(schema: S, input: unknown): z.ZodSafeParseResult<z.output<S>> {
+  return schema.safeParse(input, { error: missingIsRequired });
+}
+
 /** Parses input with a zod schema, turning a failure into the domain's ValidationError. */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
-  const result = schema.safeParse(input);
+  const result = safeParseInput(schema, input);
   if (!result.success) throw validationErrorFrom(result.error.issues);
   const nul = pathToNul(result.data);
   if (nul) throw validationErrorFrom([{ path: nul, message: 'must not contain the NUL character (U+0000)' }]);
@@ -30,11 +39,17 @@ function pathToNul(value: unknown, path: PropertyKey[] = []): PropertyKey[] | nu
   return null;
 }
 
-export function validationErrorFrom(
-  issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>,
-): ValidationError {
+type Issue = { path: ReadonlyArray<PropertyKey>; message: string };
+
+const issueText = (i: Issue) => (i.path.length ? `${i.path.map(String).join('.')}: ${i.message}` : i.message);
+
+/** The summary names the first issue; `details` has them all. */
+export function validationErrorFrom(issues: ReadonlyArray<Issue>): ValidationError {
   const details = issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
-  const first = details[0];
-  const summary = first ? (first.path ? `${first.path}: ${first.message}` : first.message) : 'invalid input';
-  return new ValidationError(summary, details);
+  return new ValidationError(issues[0] ? issueText(issues[0]) : 'invalid input', details);
+}
+
+/** Every issue in one line, for reports that have no room for `details` (an import's rejected line). */
+export function describeIssues(issues: ReadonlyArray<Issue>): string {
+  return issues.length ? issues.map(issueText).join('; ') : 'invalid input';
 }

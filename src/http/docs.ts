@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { openApiDocument } from '../rest/openapi.js';
+import { servedOpenApiDocument } from '../rest/openapi.js';
 
 // swagger-ui-dist's prebuilt files, served by us: the reference loads nothing from another origin.
 const swaggerUi = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
@@ -60,9 +60,11 @@ const SECURITY_HEADERS = {
 
 /** GET /openapi.json (the REST API's OpenAPI 3.1 document) and GET /docs (Swagger UI over it); no auth. */
 export function registerApiDocs(app: FastifyInstance): void {
-  const documentJson = JSON.stringify(openApiDocument());
-  app.get('/openapi.json', async (_request, reply) =>
-    reply.header('cache-control', 'no-cache').type('application/json; charset=utf-8').send(documentJson),
+  app.get('/openapi.json', async (request, reply) =>
+    reply
+      .header('cache-control', 'no-cache')
+      .type('application/json; charset=utf-8')
+      .send(JSON.stringify(servedOpenApiDocument(`${request.protocol}://${request.host}`))),
   );
 
   const files: Record<string, { body: string | Buffer; type: string }> = {

@@ -315,6 +315,26 @@ export function openApiPath(fastifyPath: string): string {
   return REST_PREFIX + fastifyPath.replace(/:(\w+)/g, '{$1}');
 }
 
+/** Where `npm start` listens unless told otherwise (PORT, HOST). */
+const DEFAULT_ORIGIN = 'http://127.0.0.1:3000';
+
+/**
+ * Without a servers entry a generated client calls `/` of nowhere in particular. The origin is a
+ * variable: the served document defaults it to the server that serves it (so /docs calls itself).
+ */
+function server(origin: string) {
+  return {
+    url: '{origin}',
+    description: 'The loyalty service: scheme, host and port of your deployment',
+    variables: { origin: { default: origin, description: `\`npm start\` listens on ${DEFAULT_ORIGIN} unless PORT or HOST say otherwise` } },
+  };
+}
+
+/** `points/added` → `pointsAddedWebhook`: webhooks need operation ids too, for generated receivers. */
+function webhookOperationId(topic: string): string {
+  return `${topic.replace(/[/_](\w)/g, (_, c: string) => c.toUpperCase())}Webhook`;
+}
+
 function buildDocument() {
   const paths: ZodOpenApiPathsObject = {};
   for (const route of REST_ROUTES) {
@@ -327,6 +347,7 @@ function buildDocument() {
       topic,
       {
         post: {
+          operationId: webhookOperationId(topic),
           summary: description,
           security: [], // sent by us, not called with an API key
           description: 'Signed per Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature` (see docs/webhooks.md). Answer 2xx within the timeout, or the delivery is retried.',
@@ -352,6 +373,7 @@ function buildDocument() {
       { name: 'Referrals', description: 'Referral codes and referees' },
       { name: 'Webhooks', description: 'Subscriptions, the topic catalog and delivery records' },
     ],
+    servers: [server(DEFAULT_ORIGIN)],
     security: [{ apiKey: [] }],
     components: {
       securitySchemes: {
@@ -369,4 +391,9 @@ let document: ReturnType<typeof buildDocument> | undefined;
 export function openApiDocument(): ReturnType<typeof buildDocument> {
   document ??= buildDocument();
   return document;
+}
+
+/** The document as a running server serves it: the servers entry defaults to `origin`, that server. */
+export function servedOpenApiDocument(origin: string): ReturnType<typeof buildDocument> {
+  return { ...openApiDocument(), servers: [server(origin)] };
 }

@@ -33,7 +33,17 @@ export function createSecretBox(key: Buffer): SecretBox {
       const decipher = createDecipheriv('aes-256-gcm', key, bytes.subarray(0, IV_BYTES))
         .setAAD(Buffer.from(context))
         .setAuthTag(bytes.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
-      return Buffer.concat([decipher.update(bytes.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8');
+      try {
+        return Buffer.concat([decipher.update(bytes.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8');
+      } catch {
+        // GCM says only "Unsupported state or unable to authenticate data"; the usual cause is a
+        // key that differs from the one that sealed the secret, so name the setting.
+        throw new Error(
+          `cannot decrypt the signing secret of webhook subscription ${context}: it was sealed with another key. Give this instance the ` +
+            'SECRETS_KEY the other instances use (without SECRETS_KEY, the key is the file secrets.key in DATA_DIR); ' +
+            "if that key is lost, rotate the subscription's secret",
+        );
+      }
     },
   };
 }

@@ -6,6 +6,12 @@
 const MAX_EVENTS = 100;
 const $ = (selector) => document.querySelector(selector);
 const EVENTS_QUERY = 'subscription Live($topics: [String!]!) { events(topics: $topics) { id type timestamp shopId data } }';
+const CUSTOMERS_QUERY =
+  'query Names($after: String) { customers(first: 250, after: $after) { edges { node { _id email shopifyCustomerId } } pageInfo { hasNextPage endCursor } } }';
+// Names are looked up by reading the customer list: at most this many pages (250 each) a pass, and
+// a new pass for a customer not seen yet at most every NAME_RETRY_MS.
+const NAME_PAGES = 40;
+const NAME_RETRY_MS = 10_000;
 
 const state = {
   client: null,
@@ -14,6 +20,10 @@ const state = {
   total: 0,
   net: 0,
   balances: new Map(), // customer _id -> { balance, delta }
+  // Events name customers by their internal _id; people know them by e-mail and the shop's id.
+  names: new Map(), // customer _id -> 'email (shopifyCustomerId)'
+  namesPass: null, // the running pass over the customer list
+  namesPassAt: 0,
 };
 
 function setStatus(text, kind) {
@@ -51,6 +61,8 @@ function connect(apiKey) {
     onNonLazyError: () => {},
   });
   state.client = client;
+  state.names.clear();
+  state.namesPassAt = 0;
   $('#connect-button').disabled = true;
   $('#disconnect-button').disabled = false;
   loadTopics(client);
@@ -109,6 +121,40 @@ function renderTopics(topics) {
   subscribe();
 }
 
+function query(client, payload) {
+  return new Promise((resolve, reject) => {
+    let result;
+    client.subscribe(payload, { next: (r) => (result = r), error: reject, complete: () => resolve(result) });
+  });
+}
+
+function learnName(customer) {
+  if (customer && customer._id && customer.email) state.names.set(customer._id, `${customer.email} (${customer.shopifyCustomerId})`);
+}
+
+/** Reads the customer list until every balance shown has a name (or the page budget is spent). */
+function lookUpNames() {
+  const client = state.client;
+  const missing = () => [...state.balances.keys()].some((id) => !state.names.has(id));
+  if (!client || state.namesPass || !missing() || Date.now() - state.namesPassAt < NAME_RETRY_MS) return;
+  state.namesPassAt = Date.now();
+  state.namesPass = (async () => {
+    let after = null;
+    for (let page = 0; page < NAME_PAGES && missing(); page++) {
+      const { data } = await query(client, { query: CUSTOMERS_QUERY, variables: { after } });
+      if (!data || state.client !== client) return;
+      for (const { node } of data.customers.edges) learnName(node);
+      renderBalances();
+      if (!data.customers.pageInfo.hasNextPage) return;
+      after = data.customers.pageInfo.endCursor;
+    }
+  })()
+    .catch(() => {})
+    .finally(() => {
+      state.namesPass = null;
+    });
+}
+
 function selectedTopics() {
   const checked = [...document.querySelectorAll('#topic-list input:checked')].map((i) => i.value);
   // A checked group covers its topics.
@@ -138,6 +184,7 @@ function onEvent(event) {
   state.counts.set(event.type, (state.counts.get(event.type) ?? 0) + 1);
   state.total++;
   const data = event.data ?? {};
+  if (event.type.startsWith('customers/')) learnName(data);
   if (event.type.startsWith('points/')) {
     trackBalance(data.customer, data.newPoints, data.newPoints - data.oldPoints);
   } else if (event.type === 'redemptions/created') {
@@ -147,6 +194,7 @@ function onEvent(event) {
   renderCounts();
   renderBalances(data.customer);
   prependEvent(event);
+  lookUpNames();
 }
 
 function trackBalance(customer, balance, delta) {
@@ -171,7 +219,8 @@ function renderBalances(changed) {
   const body = $('#balances tbody');
   body.replaceChildren(
     ...[...state.balances].map(([customer, { balance, delta }]) => {
-      const tr = row([customer, balance ?? '?', `${delta > 0 ? '+' : ''}${delta}`], [null, 'num', `num ${delta >= 0 ? 'up' : 'down'}`], customer);
+      const name = state.names.get(customer) ?? '…';
+      const tr = row([name, balance ?? '?', `${delta > 0 ? '+' : ''}${delta}`], [null, 'num', `num ${delta >= 0 ? 'up' : 'down'}`], customer);
       if (customer === changed) tr.className = 'flash';
       return tr;
     }),
