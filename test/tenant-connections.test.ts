@@ -7,7 +7,7 @@ import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { API_KEY_CACHE_TTL_MS, createApiKey } from '../src/domain/shops.js';
+import { API_KEY_CACHE_TTL_MS, createApiKey, revokeApiKey } from '../src/domain/shops.js';
 import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { collect, sse, until, wsClient } from './live-helpers.js';
 
@@ -182,6 +182,22 @@ describe('one instance', () => {
     await expect(t.app.bus.subscribe({ shopId, apiKeyId: id })).rejects.toMatchObject({ code: 'api_key_revoked' });
     expect(t.app.bus.stats().subscriptions).toBe(1);
     await keptClient.dispose();
+  });
+
+  it('ends the subscriptions and sockets of a key revoked where no bus reaches (as the CLI does) within 2 s', async () => {
+    const { shopId, apiKey } = await t.shop('Revoked elsewhere');
+    let closedWith: number | undefined;
+    const client = wsClient(t.url, apiKey, { onClose: (code) => (closedWith ??= code) });
+    const overWs = collect(client, EVENTS);
+    const overSse = await sse(t.url, apiKey, EVENTS);
+    await until(() => t.app.bus.stats().subscriptions === 2, 10_000, 'two subscriptions');
+    const started = Date.now();
+    // The CLI's call: a write to the database that announces nothing on the event bus.
+    await revokeApiKey(t.app.database.db, shopId, apiKey.slice(0, 13));
+    await until(() => closedWith !== undefined && overWs.completed && t.app.bus.stats().subscriptions === 0, 2_000, 'the revoked key\'s subscriptions ended');
+    await overSse.ended;
+    console.log(`revoked without the bus: subscriptions and socket ended ${Date.now() - started} ms after the revocation`);
+    expect(closedWith).toBe(4403);
   });
 
   it('knows the key over graphql-ws: a key cannot revoke itself there either, and apiKeys marks it current', async () => {

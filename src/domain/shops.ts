@@ -139,6 +139,12 @@ export async function listApiKeys(db: Queryable, shopId: string): Promise<ApiKey
   return rows.map((r) => ({ id: r.id, prefix: r.prefix, createdAt: r.created_at, revokedAt: r.revoked_at }));
 }
 
+/** Which of these keys (by id) are revoked: revocations made where no event bus reaches, such as the CLI. */
+export async function revokedApiKeys(db: Queryable, ids: readonly string[]): Promise<ApiKeyRef[]> {
+  if (ids.length === 0) return [];
+  return db.selectFrom('api_keys').select(['id', 'prefix']).where('id', 'in', ids).where('revoked_at', 'is not', null).execute();
+}
+
 const NO_MATCH = sha256('no such key');
 
 /**
@@ -147,7 +153,7 @@ const NO_MATCH = sha256('no such key');
  * was a seventh of the database round trips of a points change. A revocation in this process
  * takes effect at once (revokeApiKey forgets the key); one made by another process takes effect
  * here when this process is told (forgetApiKey, from the event bus) or, at the latest, within
- * this time (the CLI tells no one).
+ * this time (the CLI tells no one; src/events/revocation-watch.ts ends what such a key holds open).
  */
 export const API_KEY_CACHE_TTL_MS = 2_000;
 const API_KEY_CACHE_MAX = 10_000;

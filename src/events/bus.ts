@@ -39,6 +39,8 @@ export type EventBus = {
   onRevoked(listener: (key: ApiKeyRef) => void): () => void;
   /** Whether a revocation of this key was announced since this instance started. */
   wasRevoked(apiKeyId: string): boolean;
+  /** Ids of the API keys that hold live subscriptions on this instance. */
+  keysInUse(): Iterable<string>;
   /** Live subscriptions and the listeners they hold on the event target (both 0 when idle). */
   stats(): { subscriptions: number; listeners: number };
   /**
@@ -248,6 +250,7 @@ export function createEventBus(options: {
       return () => revocationListeners.delete(listener);
     },
     wasRevoked: (apiKeyId) => revokedKeys.has(apiKeyId),
+    keysInUse: () => new Set(live.values()),
     stats: () => ({ subscriptions: live.size, listeners }),
     listenersOn: (shopId) => (redis ? null : getEventListeners(target as EventTarget, channelOf(shopId)).length),
     async close() {

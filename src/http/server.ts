@@ -3,6 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
 import { isDatabaseReachable } from '../db/database.js';
 import type { EventBus } from '../events/bus.js';
+import { watchRevocations } from '../events/revocation-watch.js';
 import { createGraphQLServer } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
@@ -102,11 +103,18 @@ export async function createHttpServer(deps: {
   // A key revoked on any instance is forgotten here at once, not after the key cache's TTL.
   bus.onRevoked((key) => forgetApiKey(db, key.prefix));
   const yoga = createGraphQLServer(db, logger, { rateLimiter, webhooks, bus });
-  const closeWebSockets = attachGraphQLWebSocket(app.server, yoga, db, bus);
+  const webSockets = attachGraphQLWebSocket(app.server, yoga, db, bus);
+  const stopWatchingRevocations = watchRevocations({
+    db,
+    bus,
+    logger,
+    keysInUse: () => [...bus.keysInUse(), ...webSockets.keysInUse()],
+  });
   // Live subscriptions end before the drain: sockets close with 1001 (clients resubscribe
   // elsewhere), then the bus ends SSE streams, which would otherwise hold the close forever.
   app.addHook('preClose', async () => {
-    await closeWebSockets();
+    stopWatchingRevocations();
+    await webSockets.close();
     await bus.close();
   });
   registerDashboard(app);

@@ -30,14 +30,14 @@ type RootValue = Pick<PreparedOperation, 'execute' | 'subscribe'>;
  * with 4403, and so does the revocation of the key it was opened with (on any instance). A shop
  * holds at most WEBSOCKETS_PER_SHOP sockets; one more is closed with 1008. Every operation then
  * runs through Yoga's envelop, so context, rate limits, error masking and validation are the same
- * as over HTTP. Returns the shutdown: closes every socket.
+ * as over HTTP. Returns the shutdown (closes every socket) and the ids of the keys sockets are open with.
  */
 export function attachGraphQLWebSocket(
   server: Server,
   yoga: YogaServerInstance<ServerContext, GraphQLContext>,
   db: DB,
   bus: Pick<EventBus, 'socketSlots' | 'onRevoked' | 'wasRevoked'>,
-): () => Promise<void> {
+): { close(): Promise<void>; keysInUse(): Iterable<string> } {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
   const prepare = operationPreparer(yoga);
   let closing = false;
@@ -109,7 +109,7 @@ export function attachGraphQLWebSocket(
     KEEP_ALIVE_MS,
   );
 
-  return async () => {
+  async function close(): Promise<void> {
     closing = true;
     stopHearingRevocations();
     // Completes every operation and sends 1001 Going Away; resolves once every socket is gone,
@@ -118,5 +118,6 @@ export function attachGraphQLWebSocket(
     for (let waited = 0; wss.clients.size > 0 && waited < CLOSE_GRACE_MS; waited += 20) await sleep(20);
     for (const socket of wss.clients) socket.terminate();
     await disposed;
-  };
+  }
+  return { close, keysInUse: () => byKey.keys() };
 }
