@@ -3,8 +3,8 @@ import type { Page, PageArgs } from '../domain/pagination.js';
 
 type RelayArgs = { first?: number | null; after?: string | null; last?: number | null; before?: string | null };
 
-const DEFAULT_PAGE = 20;
-const MAX_PAGE = 250;
+export const DEFAULT_PAGE = 20;
+export const MAX_PAGE = 250;
 
 /** Connections page forward only (keyset cursors): `first` 1..250, default 20, and `after`. */
 export function forwardPageArgs(args: RelayArgs): PageArgs {
