@@ -20,6 +20,11 @@ export function forwardPageArgs(args: RelayArgs): PageArgs {
   return { first, after: args.after };
 }
 
+/** The connections of many parents that share the arguments (a nested connection's loader is per path). */
+export async function connectionsOf<T>(args: RelayArgs, load: (pageArgs: PageArgs) => Promise<Array<Page<T>>>) {
+  return (await load(forwardPageArgs(args))).map(toConnection);
+}
+
 export function toConnection<T>(page: Page<T>) {
   return {
     edges: page.items,
