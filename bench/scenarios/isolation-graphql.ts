@@ -10,7 +10,7 @@ import { changePoints } from '../../src/domain/points.js';
 import { createPointsRedemption, redeemPoints } from '../../src/domain/redemptions.js';
 import { updateShopSettings } from '../../src/domain/shop-settings.js';
 import { createShop } from '../../src/domain/shops.js';
-import { combine, type Measurement, runOpenLoop } from '../lib/load.js';
+import { combine, type Measurement, runOpenLoop, summarize } from '../lib/load.js';
 import { createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions } from '../lib/scenario.js';
 import { startServer } from '../lib/server.js';
@@ -71,8 +71,11 @@ function attack(url: string, apiKey: string, signal: { stopped: boolean }) {
   const pool = new Pool(url, { connections: A_RATE });
   const statuses = new Map<string, number>();
   const count = (what: string) => statuses.set(what, (statuses.get(what) ?? 0) + 1);
+  /** How long shop A's answers took, ms: a wide list's cost shows here. */
+  const latencies: Record<'bomb' | 'wide list', number[]> = { bomb: [], 'wide list': [] };
   const send = async (bomb: boolean) => {
     const what = bomb ? 'bomb' : 'wide list';
+    const started = performance.now();
     try {
       const res = await pool.request({
         method: 'POST',
@@ -82,6 +85,7 @@ function attack(url: string, apiKey: string, signal: { stopped: boolean }) {
       });
       await res.body.dump();
       count(`${what} ${res.statusCode}`);
+      latencies[what].push(performance.now() - started);
     } catch {
       count(`${what} socket error`);
     }
@@ -97,7 +101,7 @@ function attack(url: string, apiKey: string, signal: { stopped: boolean }) {
     await Promise.all(inFlight);
     await pool.close();
   })();
-  return { statuses, done };
+  return { statuses, latencies, done };
 }
 
 /** Runs the scenario; resolves to whether shop B's p99 under attack stayed within TARGET_RATIO of its own, without a 503. */
@@ -106,7 +110,8 @@ export async function graphqlIsolation(options: BenchOptions): Promise<boolean> 
   let server: Awaited<ReturnType<typeof startServer>> | undefined;
   try {
     // The real per-shop limits (shop A's 600 a minute): they are part of the isolation.
-    server = await startServer({ databaseUrl: schema.url, env: { RATE_LIMIT_PER_MINUTE: '600' } });
+    const nodeArgs = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
+    server = await startServer({ databaseUrl: schema.url, env: { RATE_LIMIT_PER_MINUTE: '600' }, nodeArgs });
     const seeded = await seed(schema.url);
     const pointsAdd = {
       url: `${server.url}/rest-api/v1/points/add`,
@@ -128,6 +133,7 @@ export async function graphqlIsolation(options: BenchOptions): Promise<boolean> 
     const alone: Measurement[] = [];
     const attacked: Measurement[] = [];
     const attackStatuses = new Map<string, number>();
+    const attackLatencies: Record<'bomb' | 'wide list', number[]> = { bomb: [], 'wide list': [] };
     for (let round = 0; round < ROUNDS; round++) {
       // Alone first in even rounds, attacked first in odd ones.
       for (const underAttack of round % 2 === 0 ? [false, true] : [true, false]) {
@@ -138,6 +144,8 @@ export async function graphqlIsolation(options: BenchOptions): Promise<boolean> 
         if (traffic) {
           await traffic.done;
           for (const [what, n] of traffic.statuses) attackStatuses.set(what, (attackStatuses.get(what) ?? 0) + n);
+          attackLatencies.bomb.push(...traffic.latencies.bomb);
+          attackLatencies['wide list'].push(...traffic.latencies['wide list']);
         }
         (underAttack ? attacked : alone).push(m);
       }
@@ -165,6 +173,11 @@ export async function graphqlIsolation(options: BenchOptions): Promise<boolean> 
     process.stdout.write(
       `  p99 ratio ${ratio.toFixed(2)} (target <= ${TARGET_RATIO}); shop A's answers: ${[...attackStatuses].map(([what, n]) => `${what} ×${n}`).join(', ')}; shop A's 503s ${attack503}, shop B's non-2xx ${quiet.failed + noisy.failed}\n`,
     );
+    const answered = (what: 'bomb' | 'wide list') => {
+      const { p50, p99 } = summarize(attackLatencies[what]);
+      return `${what} p50 ${fmt.ms(p50)}, p99 ${fmt.ms(p99)}`;
+    };
+    process.stdout.write(`  shop A's answers took: ${answered('bomb')}; ${answered('wide list')}\n`);
     process.stdout.write(`  ${ok ? 'PASS' : 'FAIL'}: shop B's p99 under attack within ${TARGET_RATIO}× of alone, no 503, every bomb refused\n`);
     if (server.logged().length) process.stdout.write(`  server log tail: ${server.logged().join(' | ')}\n`);
     return ok;
