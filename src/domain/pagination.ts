@@ -63,25 +63,22 @@ function toSeqPage<R extends { seq: number }, T>(rows: R[], args: PageArgs, toNo
   };
 }
 
-/**
- * A keyset page over a query of rows with a `seq` column (newest first: a customer's ledger, its
- * discount codes).
- */
+/** A newest-first keyset page over a query of rows with a `seq` column (a customer's ledger, its discount codes). */
 export async function pageBySeqDesc<R extends { seq: number }, T>(
   query: SelectQueryBuilder<any, any, R>,
   args: PageArgs,
   toNode: (row: R) => T,
-  order: SeqOrder = NEWEST_FIRST,
 ): Promise<Page<T>> {
-  return toSeqPage(await seqPageRows(query, args, order).execute(), args, toNode);
+  return toSeqPage(await seqPageRows(query, args, NEWEST_FIRST).execute(), args, toNode);
 }
 
 /**
- * pageBySeqDesc for many parents in one statement (a list's nested connection): each parent's
- * page is a lateral subquery, the same index range scan a single page is. `rowsOf` is the query of
- * one parent's rows, given the parent id to filter on. The pages come in the order of `parentIds`.
+ * Keyset pages of many parents in one statement (a list's nested connection): each parent's page
+ * is a lateral subquery, the same index range scan a single page is. `rowsOf` is the query of one
+ * parent's rows, given the parent id to filter on; pages are newest first unless `order` says
+ * otherwise. The pages come in the order of `parentIds`.
  */
-export async function pagesBySeqDesc<R extends { seq: number }, T>(
+export async function pagesBySeq<R extends { seq: number }, T>(
   db: Queryable,
   parentIds: readonly string[],
   rowsOf: (parentId: Expression<string>) => SelectQueryBuilder<any, any, R>,

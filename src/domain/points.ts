@@ -8,7 +8,7 @@ import { type Customer, customerIdentifierSchema, lockCustomer, parseIdentifier,
 import { RuleViolationError } from './errors.js';
 import { announceOutboxWrite, type EventTopic, newEventId } from './events.js';
 import { newId } from './ids.js';
-import { type Page, type PageArgs, pageBySeqDesc, pagesBySeqDesc } from './pagination.js';
+import { type Page, type PageArgs, pageBySeqDesc, pagesBySeq } from './pagination.js';
 import { parseInput } from './validation.js';
 
 export const ACTIVITY_TYPES = ['add_points', 'subtract_points', 'update_points', 'redeem_points', 'referral_reward'] as const;
@@ -279,7 +279,7 @@ export async function listActivities(
 
 /** listActivities for many customers in one statement: a page of each one's ledger, in the order of `customerIds`. */
 export function listActivitiesOfCustomers(db: Queryable, shopId: string, customerIds: readonly string[], args: PageArgs): Promise<Array<Page<Activity>>> {
-  return pagesBySeqDesc(
+  return pagesBySeq(
     db,
     customerIds,
     (customerId) => db.selectFrom('activities').selectAll().where('shop_id', '=', shopId).where('customer_id', '=', customerId),

@@ -15,7 +15,7 @@ import { ConflictError, NotFoundError, RuleViolationError } from './errors.js';
 import { recordEvent, recordEvents } from './events.js';
 import { newId, randomString, READABLE_ALPHABET } from './ids.js';
 import { customerPageQuerySchema, offsetOf } from './offset-pages.js';
-import { decodeSeqCursor, encodeCursor, type Page, type PageArgs, pagesBySeqDesc } from './pagination.js';
+import { decodeSeqCursor, encodeCursor, type Page, type PageArgs, pagesBySeq } from './pagination.js';
 import { applyBalanceChange, nextBalance } from './points.js';
 import { shopSettingsInputSchema, updateShopSettings } from './shop-settings.js';
 import { parseInput } from './validation.js';
@@ -173,7 +173,7 @@ type RefereeRow = Awaited<ReturnType<ReturnType<typeof refereesOf>['executeTakeF
 
 /** listReferees for many referrers in one statement, in the order of `referrerIds`. */
 export function listRefereesOfReferrers(db: Queryable, shopId: string, referrerIds: readonly string[], args: PageArgs): Promise<Array<Page<Referee>>> {
-  return pagesBySeqDesc(db, referrerIds, (referrerId) => refereesOf(db, shopId).where('r.referrer_id', '=', referrerId), args, toReferee, {
+  return pagesBySeq(db, referrerIds, (referrerId) => refereesOf(db, shopId).where('r.referrer_id', '=', referrerId), args, toReferee, {
     column: 'r.seq',
     direction: 'asc',
   });
