@@ -1,4 +1,5 @@
-import type { SelectQueryBuilder } from 'kysely';
+import { type Expression, type SelectQueryBuilder, sql } from 'kysely';
+import type { Queryable } from '../db/transaction.js';
 import { ValidationError } from './errors.js';
 
 export type PageArgs = { first: number; after?: string | null | undefined };
@@ -45,21 +46,55 @@ export function invalidCursor(): ValidationError {
   return new ValidationError('after: not a cursor this API returned', [{ path: 'after', message: 'invalid cursor' }]);
 }
 
-/**
- * A newest-first keyset page over a query of rows with a `seq` column (a customer's ledger, its
- * discount codes): rows before the cursor, one more than asked to learn whether more follow.
- */
+/** How a list is paged by an integer `seq` column (`column`, as the query names it). */
+type SeqOrder = { column: string; direction: 'asc' | 'desc' };
+const NEWEST_FIRST: SeqOrder = { column: 'seq', direction: 'desc' };
+
+/** The rows of one page: past the cursor, in order, one more than asked to learn whether more follow. */
+function seqPageRows<Q extends SelectQueryBuilder<any, any, any>>(query: Q, args: PageArgs, order: SeqOrder): Q {
+  const paged = args.after ? query.where(order.column, order.direction === 'desc' ? '<' : '>', decodeSeqCursor(args.after)) : query;
+  return paged.orderBy(order.column, order.direction).limit(args.first + 1) as Q;
+}
+
+function toSeqPage<R extends { seq: number }, T>(rows: R[], args: PageArgs, toNode: (row: R) => T): Page<T> {
+  return {
+    items: rows.slice(0, args.first).map((row) => ({ node: toNode(row), cursor: encodeCursor([row.seq]) })),
+    hasNextPage: rows.length > args.first,
+  };
+}
+
+/** A newest-first keyset page over a query of rows with a `seq` column (a customer's ledger, its discount codes). */
 export async function pageBySeqDesc<R extends { seq: number }, T>(
   query: SelectQueryBuilder<any, any, R>,
   args: PageArgs,
   toNode: (row: R) => T,
 ): Promise<Page<T>> {
-  const rows = await (args.after ? query.where('seq', '<', decodeSeqCursor(args.after)) : query)
-    .orderBy('seq', 'desc')
-    .limit(args.first + 1)
-    .execute();
-  return {
-    items: rows.slice(0, args.first).map((row) => ({ node: toNode(row), cursor: encodeCursor([row.seq]) })),
-    hasNextPage: rows.length > args.first,
-  };
+  return toSeqPage(await seqPageRows(query, args, NEWEST_FIRST).execute(), args, toNode);
+}
+
+/**
+ * Keyset pages of many parents in one statement (a list's nested connection): each parent's page
+ * is a lateral subquery, the same index range scan a single page is. `rowsOf` is the query of one
+ * parent's rows, given the parent id to filter on; pages are newest first unless `order` says
+ * otherwise. The pages come in the order of `parentIds`.
+ */
+export async function pagesBySeq<R extends { seq: number }, T>(
+  db: Queryable,
+  parentIds: readonly string[],
+  rowsOf: (parentId: Expression<string>) => SelectQueryBuilder<any, any, R>,
+  args: PageArgs,
+  toNode: (row: R) => T,
+  order: SeqOrder = NEWEST_FIRST,
+): Promise<Array<Page<T>>> {
+  const rows = (await db
+    .selectFrom(sql`unnest(${[...parentIds]}::text[])`.as('parent'))
+    .innerJoinLateral(() => seqPageRows(rowsOf(sql.ref('parent')), args, order).as('page'), (join) => join.onTrue())
+    .selectAll('page')
+    .select(sql<string>`parent`.as('page_parent'))
+    // Each parent's rows in page order (they are grouped below).
+    .orderBy(sql.ref('page.seq'), order.direction)
+    .execute()) as unknown as Array<R & { page_parent: string }>;
+  const byParent = new Map<string, R[]>(parentIds.map((id) => [id, []]));
+  for (const row of rows) byParent.get(row.page_parent)!.push(row);
+  return parentIds.map((id) => toSeqPage(byParent.get(id)!, args, toNode));
 }

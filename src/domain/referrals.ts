@@ -12,10 +12,10 @@ import {
   upsertCustomerIn,
 } from './customers.js';
 import { ConflictError, NotFoundError, RuleViolationError } from './errors.js';
-import { recordEvent } from './events.js';
+import { recordEvent, recordEvents } from './events.js';
 import { newId, randomString, READABLE_ALPHABET } from './ids.js';
 import { customerPageQuerySchema, offsetOf } from './offset-pages.js';
-import { decodeSeqCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
+import { decodeSeqCursor, encodeCursor, type Page, type PageArgs, pagesBySeq } from './pagination.js';
 import { applyBalanceChange, nextBalance } from './points.js';
 import { shopSettingsInputSchema, updateShopSettings } from './shop-settings.js';
 import { parseInput } from './validation.js';
@@ -97,6 +97,43 @@ export async function ensureReferralCode(db: DB, shopId: string, customer: Custo
   return inTransaction(db, (trx) => ensureReferralCodeIn(trx, shopId, customer));
 }
 
+/**
+ * ensureReferralCode for many customers (a list of customers with their codes), in the order of
+ * `customers`: one read, and for the customers without a code yet one transaction that inserts
+ * theirs and their events together. A customer whose row did not go in (another request created
+ * its code meanwhile, or the drawn code was taken) is then done one by one, as ensureReferralCode does.
+ */
+export async function ensureReferralCodes(db: DB, shopId: string, customers: readonly Customer[]): Promise<string[]> {
+  if (customers.length === 0) return [];
+  const codes = new Map<string, string>();
+  const existing = await db.selectFrom('referral_codes').select(['customer_id', 'code']).where('customer_id', 'in', customers.map((c) => c._id)).execute();
+  for (const row of existing) codes.set(row.customer_id, row.code);
+  const missing = [...new Map(customers.filter((c) => !codes.has(c._id)).map((c) => [c._id, c])).values()];
+  if (missing.length > 0) {
+    await inTransaction(db, async (trx) => {
+      const inserted = await trx
+        .insertInto('referral_codes')
+        .values(missing.map((c) => ({ customer_id: c._id, shop_id: shopId, code: randomString(REFERRAL_CODE_LENGTH, READABLE_ALPHABET) })))
+        .onConflict((oc) => oc.doNothing())
+        .returningAll()
+        .execute();
+      const byId = new Map(missing.map((c) => [c._id, c]));
+      await recordEvents(
+        trx,
+        shopId,
+        inserted.map((row) => {
+          const customer = byId.get(row.customer_id)!;
+          const data = { referralCode: row.code, customer: customer._id, shopifyCustomerId: customer.shopifyCustomerId, email: customer.email, createdAt: row.created_at };
+          return { type: 'referrals/code_created' as const, data };
+        }),
+      );
+      for (const row of inserted) codes.set(row.customer_id, row.code);
+      for (const customer of missing) if (!codes.has(customer._id)) codes.set(customer._id, await ensureReferralCodeIn(trx, shopId, customer));
+    });
+  }
+  return customers.map((c) => codes.get(c._id)!);
+}
+
 const referralCodeQuerySchema = z.object({ customerIdentifier: customerIdentifierSchema });
 
 /** GET /referral: the code of the customer the query's `customerIdentifier` names. */
@@ -133,6 +170,14 @@ function refereesOf(db: Queryable, shopId: string) {
 }
 
 type RefereeRow = Awaited<ReturnType<ReturnType<typeof refereesOf>['executeTakeFirstOrThrow']>>;
+
+/** listReferees for many referrers in one statement, in the order of `referrerIds`. */
+export function listRefereesOfReferrers(db: Queryable, shopId: string, referrerIds: readonly string[], args: PageArgs): Promise<Array<Page<Referee>>> {
+  return pagesBySeq(db, referrerIds, (referrerId) => refereesOf(db, shopId).where('r.referrer_id', '=', referrerId), args, toReferee, {
+    column: 'r.seq',
+    direction: 'asc',
+  });
+}
 
 function toReferee(row: RefereeRow): Referee {
   return {

@@ -268,6 +268,29 @@ export async function getDelivery(db: Queryable, shopId: string, id: string): Pr
   return { ...toWebhookDelivery(row), attempts: attempts.map(toAttempt), payload: row.payload };
 }
 
+/** The attempts of many deliveries of the shop (a list's `attempts`), oldest first, in the order of `ids`. */
+export async function listAttemptsOfDeliveries(db: Queryable, shopId: string, ids: readonly string[]): Promise<WebhookDeliveryAttempt[][]> {
+  const rows = await db
+    .selectFrom('webhook_delivery_attempts as a')
+    .innerJoin('webhook_deliveries as d', 'd.id', 'a.delivery_id')
+    .selectAll('a')
+    .where('d.shop_id', '=', shopId)
+    .where('a.delivery_id', 'in', [...ids])
+    .orderBy('a.attempted_at')
+    .orderBy('a.id')
+    .execute();
+  const byDelivery = new Map<string, WebhookDeliveryAttempt[]>(ids.map((id) => [id, []]));
+  for (const row of rows) byDelivery.get(row.delivery_id)!.push(toAttempt(row));
+  return ids.map((id) => byDelivery.get(id)!);
+}
+
+/** The payloads of many deliveries of the shop (a list's `payload`), in the order of `ids`; an error for one the shop has not. */
+export async function payloadsOfDeliveries(db: Queryable, shopId: string, ids: readonly string[]): Promise<Array<string | NotFoundError>> {
+  const rows = await db.selectFrom('webhook_deliveries').select(['id', 'payload']).where('shop_id', '=', shopId).where('id', 'in', [...ids]).execute();
+  const payloads = new Map(rows.map((row) => [row.id, row.payload]));
+  return ids.map((id) => payloads.get(id) ?? deliveryNotFound(id));
+}
+
 /**
  * Asks for a manual attempt (202: the worker makes it at once): the same `webhook-id`, a fresh
  * timestamp, the subscription's current URL and secrets. It does not touch the retry schedule;

@@ -1,4 +1,5 @@
 import SchemaBuilder from '@pothos/core';
+import DataloaderPlugin from '@pothos/plugin-dataloader';
 import RelayPlugin from '@pothos/plugin-relay';
 import ValidationPlugin from '@pothos/plugin-validation';
 import { GraphQLError } from 'graphql';
@@ -24,7 +25,7 @@ export const builder = new SchemaBuilder<{
   DefaultFieldNullability: false;
   DefaultInputFieldRequiredness: true;
 }>({
-  plugins: [RelayPlugin, ValidationPlugin],
+  plugins: [RelayPlugin, ValidationPlugin, DataloaderPlugin],
   defaultFieldNullability: false,
   defaultInputFieldRequiredness: true,
   relay: {
@@ -44,6 +45,13 @@ export const builder = new SchemaBuilder<{
     },
   },
 });
+
+/**
+ * For the fields resolved once per node of a list (a customer's activities, its referral code, …):
+ * their loaders gather a request's nodes into one query. Nothing is cached between loads: a
+ * subscription keeps its context for every event, and a mutation's answer must show its change.
+ */
+export const BATCH_ONLY = { cache: false } as const;
 
 builder.queryType({});
 builder.mutationType({});

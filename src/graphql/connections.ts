@@ -3,8 +3,8 @@ import type { Page, PageArgs } from '../domain/pagination.js';
 
 type RelayArgs = { first?: number | null; after?: string | null; last?: number | null; before?: string | null };
 
-const DEFAULT_PAGE = 20;
-const MAX_PAGE = 250;
+export const DEFAULT_PAGE = 20;
+export const MAX_PAGE = 250;
 
 /** Connections page forward only (keyset cursors): `first` 1..250, default 20, and `after`. */
 export function forwardPageArgs(args: RelayArgs): PageArgs {
@@ -18,6 +18,11 @@ export function forwardPageArgs(args: RelayArgs): PageArgs {
     throw new ValidationError(`first must be between 1 and ${MAX_PAGE}`, [{ path: 'first', message: 'out of range' }]);
   }
   return { first, after: args.after };
+}
+
+/** The connections of many parents that share the arguments (a nested connection's loader is per path). */
+export async function connectionsOf<T>(args: RelayArgs, load: (pageArgs: PageArgs) => Promise<Array<Page<T>>>) {
+  return (await load(forwardPageArgs(args))).map(toConnection);
 }
 
 export function toConnection<T>(page: Page<T>) {

@@ -1,9 +1,11 @@
 import { customerInputSchema, findCustomer, listCustomers, toCustomer, upsertCustomer, type Customer as CustomerShape } from '../domain/customers.js';
-import { listActivities } from '../domain/points.js';
+import { listActivitiesOfCustomers } from '../domain/points.js';
 import { Activity } from './activity.js';
-import { builder } from './builder.js';
-import { forwardPageArgs, toConnection } from './connections.js';
+import { BATCH_ONLY, builder } from './builder.js';
+import { connectionsOf, forwardPageArgs, toConnection } from './connections.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
+
+const ActivityConnection = builder.connectionObject({ type: Activity, name: 'ActivityConnection' }, { name: 'ActivityEdge' });
 
 export const Customer = builder.objectRef<CustomerShape>('Customer').implement({
   description: 'A customer of the shop, identified by its shop customer id or its e-mail.',
@@ -15,12 +17,15 @@ export const Customer = builder.objectRef<CustomerShape>('Customer').implement({
     points: t.exposeInt('points', { description: 'The balance; always the newPoints of the latest activity.' }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
-    activities: t.connection({
-      type: Activity,
+    activities: t.loadable({
+      type: ActivityConnection,
       description: 'The points ledger, newest first.',
-      resolve: async (customer, args, ctx) =>
-        toConnection(await listActivities(ctx.db, ctx.shop.id, customer._id, forwardPageArgs(args))),
-    }, { name: 'ActivityConnection' }, { name: 'ActivityEdge' }),
+      args: t.arg.connectionArgs(),
+      byPath: true,
+      loaderOptions: BATCH_ONLY,
+      load: (customerIds: string[], ctx, args) => connectionsOf(args, (page) => listActivitiesOfCustomers(ctx.db, ctx.shop.id, customerIds, page)),
+      resolve: (customer) => customer._id,
+    }),
   }),
 });
 

@@ -1,10 +1,10 @@
 import type { Customer as CustomerShape } from '../domain/customers.js';
-import { type DiscountCode as DiscountCodeShape, listDiscountCodes } from '../domain/discount-codes.js';
+import { type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers } from '../domain/discount-codes.js';
 import type { Activity as ActivityShape } from '../domain/points.js';
 import { pointsRedeemSchema, redeemPoints } from '../domain/redemptions.js';
 import { Activity } from './activity.js';
-import { builder } from './builder.js';
-import { forwardPageArgs, toConnection } from './connections.js';
+import { BATCH_ONLY, builder } from './builder.js';
+import { connectionsOf } from './connections.js';
 import { Customer } from './customer.js';
 import { PointsRedemptionType } from './redemption.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
@@ -28,17 +28,18 @@ export const DiscountCode = builder.objectRef<DiscountCodeShape>('DiscountCode')
   }),
 });
 
+const DiscountCodeConnection = builder.connectionObject({ type: DiscountCode, name: 'DiscountCodeConnection' }, { name: 'DiscountCodeEdge' });
+
 builder.objectFields(Customer, (t) => ({
-  discountCodes: t.connection(
-    {
-      type: DiscountCode,
-      description: 'Codes the customer bought with points, newest first.',
-      resolve: async (customer, args, ctx) =>
-        toConnection(await listDiscountCodes(ctx.db, ctx.shop.id, customer._id, forwardPageArgs(args))),
-    },
-    { name: 'DiscountCodeConnection' },
-    { name: 'DiscountCodeEdge' },
-  ),
+  discountCodes: t.loadable({
+    type: DiscountCodeConnection,
+    description: 'Codes the customer bought with points, newest first.',
+    args: t.arg.connectionArgs(),
+    byPath: true,
+    loaderOptions: BATCH_ONLY,
+    load: (customerIds: string[], ctx, args) => connectionsOf(args, (page) => listDiscountCodesOfCustomers(ctx.db, ctx.shop.id, customerIds, page)),
+    resolve: (customer) => customer._id,
+  }),
 }));
 
 const PointsRedeemInput = builder.inputType('PointsRedeemInput', {

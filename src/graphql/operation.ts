@@ -1,7 +1,8 @@
-import { type DocumentNode, type ExecutionArgs, GraphQLError, parse } from 'graphql';
+import { type DocumentNode, type ExecutionArgs, GraphQLError } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
 import type { GraphQLContext } from './builder.js';
+import { parseWithLimits } from './limits.js';
 import type { ServerContext } from './yoga.js';
 
 type Yoga = YogaServerInstance<ServerContext, GraphQLContext>;
@@ -59,10 +60,11 @@ export function operationPreparer(yoga: Yoga) {
 function parseAndValidate(enveloped: Enveloped, query: string): { document: DocumentNode } | { errors: readonly GraphQLError[] } {
   let document: DocumentNode;
   try {
-    // graphql-js's parse, as Yoga's engine, but not Yoga's parse hooks: their parser cache keeps
-    // each syntax error, and the hook that marks it 400 needs the HTTP request; a cached error
-    // made here would take the 400 from Yoga's own later answers to the same text.
-    document = parse(query);
+    // graphql-js's parse with the token limit, as Yoga's engine with useLimits, but not Yoga's
+    // parse hooks: their parser cache keeps each syntax error, and the hook that marks it 400
+    // needs the HTTP request; a cached error made here would take the 400 from Yoga's own later
+    // answers to the same text. The other limits are validation rules: enveloped.validate runs them.
+    document = parseWithLimits(query);
   } catch (err) {
     if (err instanceof GraphQLError) return { errors: [err] };
     throw err;

@@ -1,8 +1,8 @@
 import type { Customer as CustomerShape } from '../domain/customers.js';
 import {
-  ensureReferralCode,
+  ensureReferralCodes,
   getReferralSettings,
-  listReferees,
+  listRefereesOfReferrers,
   type Referee as RefereeShape,
   type ReferralSettings as ReferralSettingsShape,
   referralRegisterSchema,
@@ -10,8 +10,8 @@ import {
   registerReferral,
   updateReferralSettings,
 } from '../domain/referrals.js';
-import { builder } from './builder.js';
-import { forwardPageArgs, toConnection } from './connections.js';
+import { BATCH_ONLY, builder } from './builder.js';
+import { connectionsOf } from './connections.js';
 import { Customer, CustomerInput } from './customer.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -43,21 +43,25 @@ const ReferralSettings = builder.objectRef<ReferralSettingsShape>('ReferralSetti
   }),
 });
 
+const RefereeConnection = builder.connectionObject({ type: Referee, name: 'RefereeConnection' }, { name: 'RefereeEdge' });
+
 builder.objectFields(Customer, (t) => ({
-  referralCode: t.string({
+  referralCode: t.loadable({
+    type: 'String',
     description: 'The customer\'s referral code, generated on first read as GET /referral does.',
-    resolve: (customer, _args, ctx) => ensureReferralCode(ctx.db, ctx.shop.id, customer),
+    loaderOptions: BATCH_ONLY,
+    load: (customers: CustomerShape[], ctx) => ensureReferralCodes(ctx.db, ctx.shop.id, customers),
+    resolve: (customer) => customer,
   }),
-  referees: t.connection(
-    {
-      type: Referee,
-      description: 'Customers who signed up with this customer\'s code, in sign-up order.',
-      resolve: async (customer, args, ctx) =>
-        toConnection(await listReferees(ctx.db, ctx.shop.id, customer._id, forwardPageArgs(args))),
-    },
-    { name: 'RefereeConnection' },
-    { name: 'RefereeEdge' },
-  ),
+  referees: t.loadable({
+    type: RefereeConnection,
+    description: 'Customers who signed up with this customer\'s code, in sign-up order.',
+    args: t.arg.connectionArgs(),
+    byPath: true,
+    loaderOptions: BATCH_ONLY,
+    load: (customerIds: string[], ctx, args) => connectionsOf(args, (page) => listRefereesOfReferrers(ctx.db, ctx.shop.id, customerIds, page)),
+    resolve: (customer) => customer._id,
+  }),
 }));
 
 builder.queryFields((t) => ({

@@ -2,13 +2,14 @@ import { NotFoundError } from '../domain/errors.js';
 import {
   DELIVERY_STATUSES,
   getDelivery,
+  listAttemptsOfDeliveries,
   listDeliveriesPage,
+  payloadsOfDeliveries,
   requestReplay,
   type WebhookDelivery as WebhookDeliveryShape,
   type WebhookDeliveryAttempt as WebhookDeliveryAttemptShape,
-  type WebhookDeliveryDetail,
 } from '../domain/webhook-deliveries.js';
-import { builder } from './builder.js';
+import { BATCH_ONLY, builder } from './builder.js';
 import { forwardPageArgs, toConnection } from './connections.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -33,8 +34,8 @@ const WebhookDeliveryAttempt = builder.objectRef<WebhookDeliveryAttemptShape>('W
   }),
 });
 
-/** A delivery; `attempts` and `payload` are read on demand (the list does not load them). */
-const WebhookDelivery = builder.objectRef<WebhookDeliveryShape & Partial<Pick<WebhookDeliveryDetail, 'attempts' | 'payload'>>>('WebhookDelivery').implement({
+/** A delivery; `attempts` and `payload` are read on demand (the list does not load them), for all of a list's deliveries at once. */
+const WebhookDelivery = builder.objectRef<WebhookDeliveryShape>('WebhookDelivery').implement({
   description: 'One event sent to one subscription: its status, retry state and attempts.',
   fields: (t) => ({
     id: t.exposeID('id'),
@@ -49,14 +50,19 @@ const WebhookDelivery = builder.objectRef<WebhookDeliveryShape & Partial<Pick<We
     lastError: t.exposeString('lastError', { nullable: true }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
-    attempts: t.field({
-      type: [WebhookDeliveryAttempt],
+    attempts: t.loadableList({
+      type: WebhookDeliveryAttempt,
       description: 'Oldest first.',
-      resolve: async (d, _args, ctx) => d.attempts ?? (await getDelivery(ctx.db, ctx.shop.id, d.id)).attempts,
+      loaderOptions: BATCH_ONLY,
+      load: (ids: string[], ctx) => listAttemptsOfDeliveries(ctx.db, ctx.shop.id, ids),
+      resolve: (d) => d.id,
     }),
-    payload: t.string({
+    payload: t.loadable({
+      type: 'String',
       description: 'The body exactly as signed and sent (minified JSON).',
-      resolve: async (d, _args, ctx) => d.payload ?? (await getDelivery(ctx.db, ctx.shop.id, d.id)).payload,
+      loaderOptions: BATCH_ONLY,
+      load: (ids: string[], ctx) => payloadsOfDeliveries(ctx.db, ctx.shop.id, ids),
+      resolve: (d) => d.id,
     }),
   }),
 });

@@ -11,6 +11,7 @@ import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { GraphQLContext } from './builder.js';
+import { useLimits } from './limits.js';
 import { perOperation } from './per-operation.js';
 import { useRateLimits } from './rate-limit.js';
 import { useRequestChecks } from './request-checks.js';
@@ -104,7 +105,7 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: [useRequestChecks(), useRateLimits(services.rateLimiter), useCompiledOperations(logger)],
+    plugins: [useRequestChecks(), useLimits(), useRateLimits(services.rateLimiter), useCompiledOperations(logger)],
     logging: {
       debug: (...args) => logger.debug(args.map(String).join(' ')),
       info: (...args) => logger.info(args.map(String).join(' ')),
