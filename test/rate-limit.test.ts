@@ -8,7 +8,9 @@ import { MemoryStore } from '../src/rate-limit/memory-store.js';
 import { rateLimitTable } from '../src/rate-limit/operations.js';
 import { RedisStore } from '../src/rate-limit/redis-store.js';
 import type { RateLimitStore } from '../src/rate-limit/store.js';
-import { printSchemaSDL } from '../src/graphql/schema.js';
+import { parse } from 'graphql';
+import { graphqlRateUnits } from '../src/graphql/limits.js';
+import { printSchemaSDL, schema } from '../src/graphql/schema.js';
 import { createLogger } from '../src/logger.js';
 import { freePort, startRedis, startTestApp, type TestApp } from './helpers.js';
 
@@ -237,6 +239,54 @@ describe('through HTTP: REST and GraphQL twins share one bucket', () => {
     const res = await t.post('/graphql', { query: '{ webhookTopics { topic } }' }, shop.apiKey);
     expect(res.status).toBe(429);
     expect(res.headers.get('ratelimit-limit')).toBe('2');
+  });
+});
+
+describe('GraphQL operations count by their cost', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({});
+  });
+  afterAll(() => t?.stop());
+
+  const page = (first: number) => `{ customers(first: ${first}) { edges { node {
+    _id email points
+    activities(first: 1) { edges { node { _id type newPoints } } }
+    discountCodes(first: 1) { edges { node { code value } } }
+  } } } }`;
+
+  it('a wide nested page uses as many units as graphqlRateUnits says, a mutation or small query one', async () => {
+    const shop = await t.shop();
+    await t.customer(shop.shopId, 'c-1', 0);
+    const remaining = async (query: string) => {
+      const res = await t.post('/graphql', { query }, shop.apiKey);
+      expect(res.status).toBe(200);
+      return Number(res.headers.get('ratelimit-remaining'));
+    };
+    const table = [
+      { query: '{ webhookTopics { topic } }', units: 1 },
+      { query: 'mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 1 }) { userErrors { code } } }', units: 1 },
+      { query: page(10), units: graphqlRateUnits(schema, parse(page(10)), undefined) },
+      { query: page(250), units: graphqlRateUnits(schema, parse(page(250)), undefined) },
+    ];
+    // Units grow with the page: one per COST_PER_RATE_UNIT of armor's cost, at least one.
+    expect(table[3]!.units).toBeGreaterThan(10 * table[2]!.units);
+    let left = 600;
+    for (const { query, units } of table) {
+      left -= units;
+      expect(await remaining(query), query).toBe(left);
+    }
+  });
+
+  it('refuses a wide page the shop can no longer afford with 429, and a one-unit query still passes', async () => {
+    const shop = await t.shop();
+    const units = graphqlRateUnits(schema, parse(page(250)), undefined);
+    await t.app.database.db.updateTable('shops').set({ rate_limit_per_minute: units + 1 }).where('id', '=', shop.shopId).execute();
+    expect((await t.post('/graphql', { query: page(250) }, shop.apiKey)).status).toBe(200);
+    const refused = await t.post('/graphql', { query: page(250) }, shop.apiKey);
+    expect(refused.status).toBe(429);
+    expect((await refused.json()).errors[0].extensions.code).toBe('rate_limited');
+    expect((await t.post('/graphql', { query: '{ webhookTopics { topic } }' }, shop.apiKey)).status).toBe(200);
   });
 });
 

@@ -8,6 +8,7 @@ import {
   type DocumentNode,
   type FieldNode,
   type FragmentDefinitionNode,
+  getOperationAST,
   GraphQLError,
   type GraphQLSchema,
   Kind,
@@ -125,25 +126,66 @@ function withPageWidths(schema: GraphQLSchema, document: DocumentNode): Document
   );
 }
 
-const maxCost: ValidationRule = (context) => {
-  const priced = withPageWidths(context.getSchema(), context.getDocument());
+/**
+ * graphql-armor's cost of each operation of the document, by operation node, worked out once per
+ * document object (the parser caches hand out one object per query text). The limit refuses what
+ * costs over LIMITS.cost; the rate limiter charges what runs by its cost (graphqlRateUnits).
+ */
+const costsByDocument = new WeakMap<DocumentNode, Map<OperationDefinitionNode, number>>();
+
+function operationCosts(schema: GraphQLSchema, document: DocumentNode): Map<OperationDefinitionNode, number> {
+  const known = costsByDocument.get(document);
+  if (known) return known;
+  const priced = withPageWidths(schema, document);
   const fragments = new Map<string, FragmentDefinitionNode>();
   const operations: OperationDefinitionNode[] = [];
   for (const definition of priced.definitions) {
     if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
     else if (definition.kind === Kind.OPERATION_DEFINITION) operations.push(definition);
   }
-  // The rule reads fragments through the context it is given: the priced ones.
+  // The rule reads fragments through the context it is given: the priced ones. Its limit is ours to
+  // apply, so it only measures here (onAccept hears every cost).
   const pricedContext = { getFragment: (name: string) => fragments.get(name) } as unknown as ValidationContext;
-  const armor = costLimitRule({ maxCost: LIMITS.cost, ignoreIntrospection: false, flattenFragments: true, ...reporting(context, 'max_cost') })(pricedContext);
-  let next = 0;
-  return {
-    // Operations are visited in document order, as `operations` holds their priced copies.
-    OperationDefinition: () => {
-      armor.onOperationDefinitionEnter(operations[next++]!);
-    },
-  };
-};
+  let measured = 0;
+  const armor = costLimitRule({
+    maxCost: Number.POSITIVE_INFINITY,
+    ignoreIntrospection: false,
+    flattenFragments: true,
+    onAccept: [(_context, { n }) => (measured = n)],
+  })(pricedContext);
+  const originals = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+  const costs = new Map<OperationDefinitionNode, number>();
+  // `operations` holds the priced copies in document order, as `originals` the operations themselves.
+  operations.forEach((operation, i) => {
+    armor.onOperationDefinitionEnter(operation);
+    costs.set(originals[i]!, measured);
+  });
+  costsByDocument.set(document, costs);
+  return costs;
+}
+
+const maxCost: ValidationRule = (context) => ({
+  OperationDefinition(node) {
+    const cost = operationCosts(context.getSchema(), context.getDocument()).get(node) ?? 0;
+    if (cost > LIMITS.cost) {
+      context.reportError(limitError('max_cost', new GraphQLError(`Query Cost limit of ${LIMITS.cost} exceeded, found ${cost}.`)));
+    }
+  },
+});
+
+/**
+ * How much of the shop's GraphQL rate limit an operation uses: one unit per COST_PER_RATE_UNIT of
+ * cost, at least one. A mutation or a small page costs one, as before; a page of 250 customers
+ * with their latest activity and code costs about ninety, so no shop can spend its whole limit
+ * on answers that each hold the server for tens of milliseconds while other shops wait.
+ */
+export const COST_PER_RATE_UNIT = 500;
+
+export function graphqlRateUnits(schema: GraphQLSchema, document: DocumentNode, operationName: string | undefined): number {
+  const operation = getOperationAST(document, operationName);
+  const cost = operation ? (operationCosts(schema, document).get(operation) ?? 0) : 0;
+  return Math.max(1, Math.ceil(cost / COST_PER_RATE_UNIT));
+}
 
 /** The validation rules of the limits (tokens are counted while parsing: parseWithLimits). */
 export const limitRules: readonly ValidationRule[] = [maxAliases, maxDirectives, maxDepth, maxCost];

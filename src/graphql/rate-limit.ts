@@ -1,8 +1,9 @@
-import { type DocumentNode, type FragmentDefinitionNode, getOperationAST, GraphQLError, Kind, type SelectionSetNode } from 'graphql';
+import { type DocumentNode, type FragmentDefinitionNode, getOperationAST, GraphQLError, type GraphQLSchema, Kind, type SelectionSetNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { rateLimitHeaders, rateLimitMessage, type RateLimiter } from '../rate-limit/limiter.js';
 import { GRAPHQL_OPERATION, graphqlFieldOperation, type RateLimitedOperation } from '../rate-limit/operations.js';
 import type { GraphQLContext } from './builder.js';
+import { graphqlRateUnits } from './limits.js';
 import { perOperation } from './per-operation.js';
 import type { ServerContext } from './yoga.js';
 
@@ -34,14 +35,17 @@ export function rootFieldNames(document: DocumentNode, operationName?: string | 
 }
 
 /**
- * Every GraphQL operation counts once against the shop's GraphQL limit and, for each root field
- * with a REST twin (pointsAdd, webhookSubscriptionRotateSecret, …), against that twin's limit.
+ * Every GraphQL operation counts against the shop's GraphQL limit by its cost (graphqlRateUnits:
+ * one unit for a mutation or a small page, more for wide nested lists) and, for each root field
+ * with a REST twin (pointsAdd, webhookSubscriptionRotateSecret, …), once against that twin's limit.
  * A refused operation runs nothing: HTTP 429 with Retry-After and one error, code `rate_limited`.
  */
-export function useRateLimits(limiter: RateLimiter): Plugin<GraphQLContext & ServerContext> {
+export function useRateLimits(limiter: RateLimiter, schema: GraphQLSchema): Plugin<GraphQLContext & ServerContext> {
   const operationsOf = perOperation((document, operationName): readonly RateLimitedOperation[] => {
     const twins = rootFieldNames(document, operationName).map(graphqlFieldOperation);
-    return [GRAPHQL_OPERATION, ...twins.filter((twin) => twin !== undefined)];
+    // An operation listed n times counts n times.
+    const units = Array.from({ length: graphqlRateUnits(schema, document, operationName) }, () => GRAPHQL_OPERATION);
+    return [...units, ...twins.filter((twin) => twin !== undefined)];
   });
   const check = async (payload: {
     args: { document: DocumentNode; operationName?: string | null | undefined; contextValue: GraphQLContext & ServerContext };

@@ -11,6 +11,7 @@ import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { GraphQLContext } from './builder.js';
+import { useHeavyOperationQueue } from './heavy-operations.js';
 import { useLimits } from './limits.js';
 import { perOperation } from './per-operation.js';
 import { useRateLimits } from './rate-limit.js';
@@ -105,7 +106,7 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: '/graphql',
-    plugins: [useRequestChecks(), useLimits(), useRateLimits(services.rateLimiter), useCompiledOperations(logger)],
+    plugins: [useRequestChecks(), useLimits(), useRateLimits(services.rateLimiter, schema), useCompiledOperations(logger), useHeavyOperationQueue(schema)],
     logging: {
       debug: (...args) => logger.debug(args.map(String).join(' ')),
       info: (...args) => logger.info(args.map(String).join(' ')),
