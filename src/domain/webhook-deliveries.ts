@@ -105,6 +105,9 @@ export async function fanOutEvents(trx: Trx, events: readonly DeliverableEvent[]
     .where('shop_id', 'in', shopIds)
     .where('topic', 'in', topics)
     .orderBy('created_at')
+    // A subscription being deleted meanwhile waits for this commit (then cancels what we add) or
+    // is skipped once gone: no delivery is left due for a subscription that no longer exists.
+    .forKeyShare()
     .execute();
   if (subscriptions.length === 0) return 0;
   const byShopTopic = new Map<string, string[]>();
