@@ -17,11 +17,15 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('disabled_reason', 'text')
     .execute();
   // Fair claims walk each subscription's due rows oldest first, and count its attempts in flight.
+  // This replaces the queue's index on due_at alone: with both, the planner would walk the whole
+  // queue in due_at order filtering for one subscription, past another endpoint's whole backlog.
   await sql`create index webhook_deliveries_subscription_due_idx on webhook_deliveries (subscription_id, due_at) where due_at is not null`.execute(db);
   await sql`create index webhook_deliveries_sending_idx on webhook_deliveries (subscription_id, due_at) where status = 'sending'`.execute(db);
+  await sql`drop index webhook_deliveries_due_idx`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
+  await sql`create index webhook_deliveries_due_idx on webhook_deliveries (due_at) where due_at is not null`.execute(db);
   await sql`drop index webhook_deliveries_sending_idx`.execute(db);
   await sql`drop index webhook_deliveries_subscription_due_idx`.execute(db);
   await db.schema
