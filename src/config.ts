@@ -52,6 +52,9 @@ const configSchema = z.object({
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(15_000),
   WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(64),
   WEBHOOK_RETENTION_DAYS: z.coerce.number().min(0.001).max(3650).default(30),
+  // Attempts in flight per subscription over all workers, so one slow or hung endpoint holds at
+  // most this many of the slots (DESIGN.md "Tenant isolation"). Half the default concurrency.
+  WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: z.coerce.number().int().min(1).max(1_000).default(32),
   SECRETS_KEY: optionalString.pipe(z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters').optional()),
 });
 
@@ -73,6 +76,7 @@ export type Config = {
   webhookTimeoutMs: number;
   webhookConcurrency: number;
   webhookRetentionDays: number;
+  webhookMaxInFlightPerEndpoint: number;
   subscriptionsPerShop: number;
 };
 
@@ -104,6 +108,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
     webhookConcurrency: c.WEBHOOK_CONCURRENCY,
     webhookRetentionDays: c.WEBHOOK_RETENTION_DAYS,
+    webhookMaxInFlightPerEndpoint: c.WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT,
     subscriptionsPerShop: c.SUBSCRIPTIONS_PER_SHOP,
   };
 }
