@@ -124,8 +124,9 @@ export async function webhookIsolation(options: BenchOptions): Promise<boolean> 
     );
     await client.end();
     // Measure once the hung endpoint holds its slots and the healthy one has its share of the backlog.
-    const underWay = await waitFor(() => receiver.count('/hung') >= 16 && receiver.count('/a-ok') >= BACKLOG, 120_000);
-    if (!underWay) throw new Error(`the backlog did not get under way: ${receiver.count('/hung')} hung, ${receiver.count('/a-ok')} of ${BACKLOG} to the healthy endpoint`);
+    const underWay = await waitFor(() => receiver.count('/hung') >= 16 && receiver.count('/a-ok') >= BACKLOG, 60_000);
+    // Measured anyway: a worker the hung endpoint blocks shows it in the figures (and misses the target).
+    if (!underWay) process.stdout.write(`  after 60 s only ${receiver.count('/a-ok')} of the ${BACKLOG} backlog deliveries reached A's healthy endpoint (${receiver.count('/hung')} attempts to the hung one)\n`);
     const beside = await measure([
       { ...shopB, name: 'shop B, beside A\'s hung endpoint' },
       { apiKey: a.apiKey, customer: 'a-1', path: '/a-ok', name: 'shop A\'s healthy endpoint, beside its hung one' },

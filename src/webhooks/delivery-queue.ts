@@ -192,6 +192,19 @@ export async function finishAttempts(db: DB, finished: readonly FinishedAttempt[
         insert into webhook_delivery_attempts (id, delivery_id, attempted_at, trigger, url, response_status, duration_ms, error, response_body)
         select attempt_id, id, attempted_at, trigger, url, response_status, duration_ms, error, response_body from input
       ),
+      health as (
+        select * from jsonb_to_recordset(${JSON.stringify(healthOf(finished))}::jsonb) as h(
+          id text, failures integer, reset boolean, first_failure_at timestamptz)
+      ),
+      -- Only endpoints whose health changes are written (a healthy endpoint's success changes
+      -- nothing), locked in id order so two workers' batches cannot deadlock on them.
+      locked as (
+        select s.id, s.status, s.consecutive_failures, s.failing_since
+        from webhook_subscriptions s join health h on h.id = s.id
+        where h.failures > 0 or s.consecutive_failures > 0 or s.status = 'probing'
+        order by s.id
+        for no key update of s
+      ),
       deliveries as (
         update webhook_deliveries d set
           status = x.status,
@@ -206,20 +219,9 @@ export async function finishAttempts(db: DB, finished: readonly FinishedAttempt[
           status_before_send = null,
           updated_at = x.now
         from input x
-        where d.id = x.id and d.lease_token = x.token
-      ),
-      health as (
-        select * from jsonb_to_recordset(${JSON.stringify(healthOf(finished))}::jsonb) as h(
-          id text, failures integer, reset boolean, first_failure_at timestamptz)
-      ),
-      -- Only endpoints whose health changes are written (a healthy endpoint's success changes
-      -- nothing), locked in id order so two workers' batches cannot deadlock on them.
-      locked as (
-        select s.id, s.status, s.consecutive_failures, s.failing_since
-        from webhook_subscriptions s join health h on h.id = s.id
-        where h.failures > 0 or s.consecutive_failures > 0 or s.status = 'probing'
-        order by s.id
-        for no key update of s
+        -- The endpoints' rows are locked before any delivery's (the condition runs "locked" first),
+        -- the order a subscription's delete or re-enable takes too, so they cannot deadlock.
+        where d.id = x.id and d.lease_token = x.token and (select count(*) from locked) >= 0
       ),
       next as (
         select l.id, l.status as old_status,

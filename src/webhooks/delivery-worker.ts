@@ -33,7 +33,7 @@ export type DeliveryWorkerOptions = {
   timeoutMs?: number;
   /** Attempts in flight at once, per worker. */
   concurrency?: number;
-  /** Attempts in flight at once per subscription, over all workers (DESIGN.md "Tenant isolation"). */
+  /** Attempts in flight at once per subscription, over all workers (DESIGN.md "Tenant isolation"); default half of `concurrency`. */
   maxInFlightPerEndpoint?: number;
   /** Consecutive failures after which an endpoint is probed one attempt at a time until a success. */
   probeAfterFailures?: number;
@@ -64,8 +64,6 @@ export type DeliveryWorker = {
   purge(): Promise<number>;
 };
 
-/** Enough for one healthy endpoint to get the worker's full rate, while leaving half the slots to the others. */
-export const DEFAULT_MAX_IN_FLIGHT_PER_ENDPOINT = 32;
 export const DEFAULT_PROBE_AFTER_FAILURES = 5;
 export const DEFAULT_DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
 
@@ -83,8 +81,9 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   const timeoutMs = options.timeoutMs ?? 15_000;
   // Longer than any attempt can take (the HTTP timeout), with room for the database writes after it.
   const leaseMs = 2 * timeoutMs + 2_000;
-  const concurrency = options.concurrency ?? 64;
-  const maxInFlight = Math.max(1, options.maxInFlightPerEndpoint ?? DEFAULT_MAX_IN_FLIGHT_PER_ENDPOINT);
+  const concurrency = options.concurrency ?? 128;
+  // Half the slots: enough for one healthy endpoint's full rate, the other half for everyone else.
+  const maxInFlight = Math.max(1, options.maxInFlightPerEndpoint ?? Math.floor(concurrency / 2));
   const health: HealthRules = {
     probeAfterFailures: options.probeAfterFailures ?? DEFAULT_PROBE_AFTER_FAILURES,
     disableAfterMs: options.disableAfterMs ?? DEFAULT_DISABLE_AFTER_MS,
@@ -218,12 +217,16 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   async function run() {
     while (running) {
       const free = concurrency - inFlight.size;
+      // New deliveries (or the poll) are claimed at once into whatever slots are free: a hung
+      // endpoint may hold half of them. Finished attempts only lead to a claim once a batch's worth
+      // of slots is free, and after a claim the caps cut short, once that many attempts finished.
       const worthClaiming =
-        free >= claimThreshold && (!capped || signalled || inFlight.size === 0 || inFlight.size <= inFlightAfterClaim - capBatch);
-      signalled = false;
+        free > 0 &&
+        (signalled || (free >= claimThreshold && (!capped || inFlight.size === 0 || inFlight.size <= inFlightAfterClaim - capBatch)));
       let claimed = 0;
       try {
         if (worthClaiming) {
+          signalled = false;
           claimed = await claimAndStart(free);
           capped = claimed < free;
           inFlightAfterClaim = inFlight.size;
@@ -233,10 +236,11 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
         logger.error({ err }, 'claiming webhook deliveries failed; retrying');
       }
       if (!running) break;
-      // Claim again at once if there is room and either a full batch says more may be due or new
-      // deliveries were announced meanwhile. A finished attempt only wakes the loop to re-check.
-      const room = concurrency - inFlight.size >= claimThreshold;
-      if (room && ((claimed > 0 && claimed === free) || signalled)) continue;
+      // Claim again at once if a full batch says more may be due and a batch's worth of slots is
+      // free, or if new deliveries were announced meanwhile and any slot is. A finished attempt
+      // only wakes the loop to re-check.
+      const freeNow = concurrency - inFlight.size;
+      if ((freeNow >= claimThreshold && claimed > 0 && claimed === free) || (signalled && freeNow > 0)) continue;
       const sleptFrom = Date.now();
       await idle.sleep(pollMs);
       if (Date.now() - sleptFrom >= pollMs) signalled = true; // the poll: look for retries and other processes' work
