@@ -6,6 +6,7 @@ import { runCleanups } from './lib/cleanup.js';
 import { describeMachine } from './lib/machine.js';
 import { benchDatabaseUrl } from './lib/postgres.js';
 import type { BenchOptions, Scenario } from './lib/scenario.js';
+import { isolation } from './scenarios/isolation.js';
 import { points } from './scenarios/points.js';
 import { redemptions } from './scenarios/redemptions.js';
 import { soak } from './scenarios/soak.js';
@@ -13,7 +14,7 @@ import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, soak];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak];
 
 function positiveInt(name: string, value: string): number {
   const n = Number(value);

@@ -7,6 +7,7 @@ import * as webhooks from './2026_11_22_003_webhooks.js';
 import * as outboxRelay from './2026_11_22_004_outbox_relay.js';
 import * as webhookDelivery from './2026_11_22_005_webhook_delivery.js';
 import * as shopSettings from './2026_11_22_006_shop_settings.js';
+import * as webhookFairnessHealth from './2026_11_23_001_webhook_fairness_health.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -15,4 +16,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_22_004_outbox_relay': outboxRelay,
   '2026_11_22_005_webhook_delivery': webhookDelivery,
   '2026_11_22_006_shop_settings': shopSettings,
+  '2026_11_23_001_webhook_fairness_health': webhookFairnessHealth,
 };

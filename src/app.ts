@@ -72,6 +72,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       secrets: webhooks.secrets,
       timeoutMs: config.webhookTimeoutMs,
       concurrency: config.webhookConcurrency,
+      maxInFlightPerEndpoint: config.webhookMaxInFlightPerEndpoint,
       retentionMs: config.webhookRetentionDays * 24 * HOUR,
       onAttempt: (outcome) => metrics.webhookAttempt(outcome),
     });

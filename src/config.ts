@@ -55,8 +55,13 @@ const configSchema = z.object({
   // Webhook delivery: per-attempt timeout, attempts in flight per worker, and how long delivery
   // records (payloads, attempts) are kept.
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(15_000),
-  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(64),
+  // 128: a single endpoint needs about 64 in flight for the full rate (npm run bench -- webhooks),
+  // and the per-endpoint cap below leaves the other half to every other endpoint.
+  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(128),
   WEBHOOK_RETENTION_DAYS: z.coerce.number().min(0.001).max(3650).default(30),
+  // Attempts in flight per subscription over all workers, so one slow or hung endpoint holds at
+  // most this many of the slots (DESIGN.md "Tenant isolation"). Unset: half of WEBHOOK_CONCURRENCY.
+  WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: z.coerce.number().int().min(1).max(1_000).optional(),
   SECRETS_KEY: optionalString.pipe(z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters').optional()),
 });
 
@@ -78,6 +83,7 @@ export type Config = {
   webhookTimeoutMs: number;
   webhookConcurrency: number;
   webhookRetentionDays: number;
+  webhookMaxInFlightPerEndpoint: number | undefined;
   subscriptionsPerShop: number;
   websocketsPerShop: number;
   requestTimeoutMs: number;
@@ -111,6 +117,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
     webhookConcurrency: c.WEBHOOK_CONCURRENCY,
     webhookRetentionDays: c.WEBHOOK_RETENTION_DAYS,
+    webhookMaxInFlightPerEndpoint: c.WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT,
     subscriptionsPerShop: c.SUBSCRIPTIONS_PER_SHOP,
     websocketsPerShop: c.WEBSOCKETS_PER_SHOP,
     requestTimeoutMs: c.REQUEST_TIMEOUT_MS,

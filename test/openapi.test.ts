@@ -275,6 +275,8 @@ describe('live responses match the document', () => {
     await expectDocumented('POST', '/webhooks/deliveries/:id/replay', '/webhooks/deliveries/xyz/replay', 400);
 
     const redemption = list.body.deliveries.length && (await call('GET', '/webhooks/deliveries?topic=redemptions/created')).body.deliveries[0];
+    await expectDocumented('POST', '/webhooks/subscriptions/:id/enable', `/webhooks/subscriptions/${subscription.id}/enable`, 200);
+    await expectDocumented('POST', '/webhooks/subscriptions/:id/enable', `/webhooks/subscriptions/${'c'.repeat(24)}/enable`, 404);
     await expectDocumented('DELETE', '/webhooks/subscriptions/:id', `/webhooks/subscriptions/${subscription.other}`, 200);
     await expectDocumented('DELETE', '/webhooks/subscriptions/:id', `/webhooks/subscriptions/${subscription.other}`, 404);
     await expectDocumented('DELETE', '/webhooks/subscriptions/:id', '/webhooks/subscriptions/nope', 400);

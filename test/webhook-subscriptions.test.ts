@@ -16,6 +16,7 @@ const DNS: Record<string, string[]> = {
   'mixed.example.com': ['93.184.216.34', '10.0.0.7'],
   'ula.example.com': ['fd00::1'],
   'mapped.example.com': ['::ffff:169.254.169.254'],
+  'compat.example.com': ['::7f00:1'],
 };
 const testResolver: Resolver = async (hostname) => {
   const addresses = DNS[hostname];
@@ -25,7 +26,7 @@ const testResolver: Resolver = async (hostname) => {
 
 const SECRETS_KEY = randomBytes(32).toString('hex');
 const V1 = '/rest-api/v1';
-const SUBSCRIPTION_FIELDS = ['id', 'topic', 'callbackUrl', 'previousSecretValidUntil', 'createdAt', 'updatedAt'];
+const SUBSCRIPTION_FIELDS = ['id', 'topic', 'callbackUrl', 'previousSecretValidUntil', 'status', 'disabledReason', 'createdAt', 'updatedAt'];
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const HOUR = 3_600_000;
 
@@ -101,6 +102,7 @@ describe('GET /webhooks/topics', () => {
       'redemptions/created',
       'referrals/code_created',
       'referrals/referee_created',
+      'webhook_subscriptions/disabled',
     ]);
     for (const topic of res.body.topics) expect(topic.description).toMatch(/^[^\n]{10,}$/);
   });
@@ -205,6 +207,17 @@ describe('SSRF: callback URLs that point inside are refused with 400', () => {
     ['[fd00:ec2::254]', 'https://[fd00:ec2::254]/x'],
     ['[fe80::1]', 'https://[fe80::1]/x'],
     ['[64:ff9b::a00:1] (NAT64 of 10.0.0.1)', 'https://[64:ff9b::a00:1]/x'],
+    ['[64:ff9b::808:808] (NAT64 of a public address: it still reaches whatever the NAT64 gateway can)', 'https://[64:ff9b::808:808]/x'],
+    ['[64:ff9b:1::a00:1] (local-use NAT64)', 'https://[64:ff9b:1::a00:1]/x'],
+    ['[::127.0.0.1] (IPv4-compatible loopback)', 'https://[::127.0.0.1]/x'],
+    ['[::7f00:1] (the same, as URLs normalise it)', 'https://[::7f00:1]/x'],
+    ['[::10.0.0.1] (IPv4-compatible private)', 'https://[::10.0.0.1]/x'],
+    ['[::169.254.169.254] (IPv4-compatible metadata)', 'https://[::169.254.169.254]/x'],
+    ['[::8.8.8.8] (IPv4-compatible, even of a public address: deprecated, never a real endpoint)', 'https://[::8.8.8.8]/x'],
+    ['[0:0:0:0:0:0:7f00:1] (IPv4-compatible, spelt out)', 'https://[0:0:0:0:0:0:7f00:1]/x'],
+    ['a name resolving to an IPv4-compatible address', 'https://compat.example.com/x'],
+    ['user:password in the URL', 'https://user:secret@hooks.example.com/x'],
+    ['a user name in the URL', 'https://user@hooks.example.com/x'],
     ['*.internal', 'https://metadata.google.internal/x'],
     ['a name resolving to 127.0.0.1', 'https://rebind.example.com/x'],
     ['a name resolving to a public and a private address', 'https://mixed.example.com/x'],
@@ -218,6 +231,16 @@ describe('SSRF: callback URLs that point inside are refused with 400', () => {
     expectValidationError(res, 'callbackUrl');
     // What a name resolves to inside our network is not the caller's business.
     expect(JSON.stringify(res.body)).not.toMatch(/127\.0\.0\.1|10\.0\.0\.7|fd00::1/);
+  });
+
+  it('names the setting that allows localhost, and refuses credentials in the URL with a clear message', async () => {
+    const local = await call('POST', '/webhooks/subscriptions', a.apiKey, { topic: 'points/added', callbackUrl: 'https://localhost/hooks' });
+    expectValidationError(local, 'callbackUrl');
+    expect(local.body.message).toMatch(/WEBHOOK_ALLOWED_HOSTS/);
+    const withPassword = await call('POST', '/webhooks/subscriptions', a.apiKey, { topic: 'points/added', callbackUrl: 'https://u:p@hooks.example.com/x' });
+    expectValidationError(withPassword, 'callbackUrl');
+    expect(withPassword.body.message).toMatch(/user name or password/);
+    expect(JSON.stringify(withPassword.body)).not.toMatch(/u:p@/);
   });
 
   it('the same check guards PUT', async () => {
@@ -285,6 +308,7 @@ describe('the same policy at connect time (for the delivery worker)', () => {
     const policy = new UrlPolicy({ resolve: testResolver });
     expect(await dial(policy, 'rebind.example.com')).toEqual({ error: 'EWEBHOOKBLOCKED', reached: false });
     expect(await dial(policy, 'mixed.example.com')).toEqual({ error: 'EWEBHOOKBLOCKED', reached: false });
+    expect(await dial(policy, 'compat.example.com')).toEqual({ error: 'EWEBHOOKBLOCKED', reached: false });
     // Node dials IP literals without a lookup: the URL check, run before each attempt, covers them.
     expect(await policy.checkCallbackUrl('https://127.0.0.1/x')).toMatchObject({ ok: false });
     expect(await dial(policy, 'nowhere.example.org')).toEqual({ error: 'ENOTFOUND', reached: false });
@@ -585,7 +609,7 @@ describe('GraphQL over the same services', () => {
   const CREATE = `mutation($input: WebhookSubscriptionCreateInput!) {
     webhookSubscriptionCreate(input: $input) {
       signingSecret
-      webhookSubscription { id topic callbackUrl previousSecretValidUntil createdAt updatedAt }
+      webhookSubscription { id topic callbackUrl previousSecretValidUntil status disabledReason createdAt updatedAt }
       userErrors { code field message }
     }
   }`;
@@ -593,12 +617,12 @@ describe('GraphQL over the same services', () => {
   it('lists topics and creates, lists, updates, rotates and deletes a subscription', async () => {
     const shop = await t.shop('GraphQL');
     const topics = await t.graphql(shop.apiKey, '{ webhookTopics { topic description } }');
-    expect(topics.data.webhookTopics).toHaveLength(8);
+    expect(topics.data.webhookTopics).toHaveLength(9);
 
     const created = (await t.graphql(shop.apiKey, CREATE, { input: { topic: 'referrals/*', callbackUrl: 'https://hooks.example.com/gql' } })).data.webhookSubscriptionCreate;
     expect(created.userErrors).toEqual([]);
     expect(created.signingSecret).toMatch(/^[0-9a-f]{64}$/);
-    expect(created.webhookSubscription).toMatchObject({ topic: 'referrals/*', callbackUrl: 'https://hooks.example.com/gql', previousSecretValidUntil: null });
+    expect(created.webhookSubscription).toMatchObject({ topic: 'referrals/*', callbackUrl: 'https://hooks.example.com/gql', previousSecretValidUntil: null, status: 'enabled', disabledReason: null });
     const id = created.webhookSubscription.id;
 
     // REST sees what GraphQL made, and the other way round.

@@ -145,7 +145,16 @@ export interface WebhookSubscriptionsTable {
   previous_secret_valid_until: Date | null;
   created_at: Defaulted<Date>;
   updated_at: Defaulted<Date>;
+  /** Endpoint health: probing allows one attempt in flight; disabled, none (deliveries are kept). */
+  status: Defaulted<WebhookSubscriptionStatus>;
+  /** Failed attempts since the last success. */
+  consecutive_failures: Defaulted<number>;
+  /** The first failure since the last success; null while the last attempt succeeded. */
+  failing_since: Date | null;
+  disabled_reason: string | null;
 }
+
+export type WebhookSubscriptionStatus = 'enabled' | 'probing' | 'disabled';
 
 export interface WebhookSecretsTable {
   id: string;

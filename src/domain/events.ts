@@ -12,6 +12,8 @@ export const EVENT_TOPICS = {
   'redemptions/created': 'A customer redeemed points for a discount code.',
   'referrals/code_created': 'A customer\'s referral code was generated.',
   'referrals/referee_created': 'A customer signed up with a referral code.',
+  'webhook_subscriptions/disabled':
+    'A webhook subscription was disabled after failing for days without a success; update its callback URL or re-enable it.',
 } as const;
 
 export type EventTopic = keyof typeof EVENT_TOPICS;

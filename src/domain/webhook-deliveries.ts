@@ -105,6 +105,9 @@ export async function fanOutEvents(trx: Trx, events: readonly DeliverableEvent[]
     .where('shop_id', 'in', shopIds)
     .where('topic', 'in', topics)
     .orderBy('created_at')
+    // A subscription being deleted meanwhile waits for this commit (then cancels what we add) or
+    // is skipped once gone: no delivery is left due for a subscription that no longer exists.
+    .forKeyShare()
     .execute();
   if (subscriptions.length === 0) return 0;
   const byShopTopic = new Map<string, string[]>();
@@ -167,6 +170,22 @@ export async function cancelSubscriptionDeliveries(trx: Trx, subscriptionId: str
     .where((eb) => eb.or([eb('status', 'in', ['pending', 'retrying', 'sending']), eb('due_at', 'is not', null)]))
     .executeTakeFirst();
   return Number(result.numUpdatedRows);
+}
+
+/**
+ * Makes what a probing or disabled subscription held due at once, in the caller's transaction
+ * (its re-enable or URL update): its pending deliveries are due already, and those waiting for a
+ * retry are pulled forward.
+ */
+export async function resumeSubscriptionDeliveries(trx: Trx, subscriptionId: string, now: Date): Promise<void> {
+  await trx
+    .updateTable('webhook_deliveries')
+    .set({ due_at: now, updated_at: now })
+    .where('subscription_id', '=', subscriptionId)
+    .where('status', '=', 'retrying')
+    .where('due_at', '>', now)
+    .execute();
+  afterCommit(trx, announceDeliveriesDue);
 }
 
 // --- Wake-ups -------------------------------------------------------------------------------
@@ -307,9 +326,12 @@ export async function requestReplay(db: DB, shopId: string, id: string, now = ne
       .forUpdate()
       .executeTakeFirst();
     if (!row) throw deliveryNotFound(id);
-    const subscription = await trx.selectFrom('webhook_subscriptions').select('id').where('id', '=', row.subscription_id).executeTakeFirst();
+    const subscription = await trx.selectFrom('webhook_subscriptions').select('status').where('id', '=', row.subscription_id).executeTakeFirst();
     if (!subscription) {
       throw new RuleViolationError('subscription_deleted', 'the subscription of this delivery was deleted; there is nowhere to send it', ['id']);
+    }
+    if (subscription.status === 'disabled') {
+      throw new RuleViolationError('subscription_disabled', 'the subscription of this delivery is disabled; update its callback URL or re-enable it first', ['id']);
     }
     const updated = await trx
       .updateTable('webhook_deliveries')

@@ -2,13 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
-import type { WebhookSubscriptionRow } from '../db/schema.js';
+import type { WebhookSubscriptionRow, WebhookSubscriptionStatus } from '../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
 import type { SecretBox } from '../webhooks/secret-box.js';
 import { MAX_CALLBACK_URL_LENGTH, type UrlVerdict } from '../webhooks/url-policy.js';
 import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 import { EVENT_TOPICS } from './events.js';
-import { cancelSubscriptionDeliveries } from './webhook-deliveries.js';
+import { cancelSubscriptionDeliveries, resumeSubscriptionDeliveries } from './webhook-deliveries.js';
 import { isId, newId } from './ids.js';
 import { decodeTimeCursor, encodeTimeCursor, type Page, type PageArgs } from './pagination.js';
 import { parseInput } from './validation.js';
@@ -26,6 +26,14 @@ export type WebhookSubscription = {
   topic: string;
   callbackUrl: string;
   previousSecretValidUntil: Date | null;
+  /**
+   * Endpoint health (docs/webhooks.md): `enabled`; `probing` (after consecutive failures, one
+   * attempt at a time until a success); `disabled` (failing for days: nothing is attempted, the
+   * deliveries are kept until the URL is updated or the subscription re-enabled).
+   */
+  status: WebhookSubscriptionStatus;
+  /** Why it was disabled; null unless disabled. */
+  disabledReason: string | null;
   createdAt: Date;
   updatedAt: Date;
 };
@@ -68,6 +76,8 @@ export function toWebhookSubscription(row: WebhookSubscriptionRow): WebhookSubsc
     topic: row.topic,
     callbackUrl: row.callback_url,
     previousSecretValidUntil: row.previous_secret_valid_until,
+    status: row.status,
+    disabledReason: row.disabled_reason,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
@@ -149,7 +159,7 @@ export async function listSubscriptions(db: Queryable, shopId: string, args?: Pa
   return { items, hasNextPage: rows.length > items.length };
 }
 
-/** Changes the callback URL; the topic and the secrets stay. */
+/** Changes the callback URL; the topic and the secrets stay. A probing or disabled endpoint resumes. */
 export async function updateSubscription(
   deps: WebhookSubscriptionDeps,
   shopId: string,
@@ -160,18 +170,42 @@ export async function updateSubscription(
   const data = parseInput(webhookSubscriptionUpdateSchema, input);
   const callbackUrl = await checkedCallbackUrl(deps, data.callbackUrl);
   try {
-    const row = await deps.db
-      .updateTable('webhook_subscriptions')
-      .set({ callback_url: callbackUrl, updated_at: new Date() })
-      .where('id', '=', id)
-      .where('shop_id', '=', shopId)
-      .returningAll()
-      .executeTakeFirst();
-    if (!row) throw subscriptionNotFound(id);
-    return toWebhookSubscription(row);
+    return await resume(deps.db, shopId, id, { callback_url: callbackUrl });
   } catch (err) {
     throw translateDuplicate(err);
   }
+}
+
+/** Re-enables a disabled (or probing) endpoint: what it held is due again at once. */
+export async function enableSubscription(db: DB, shopId: string, id: string): Promise<WebhookSubscription> {
+  subscriptionId(id);
+  return resume(db, shopId, id, {});
+}
+
+/**
+ * Sets the subscription healthy (enabled, no failures counted), with `changes`; if it was probing
+ * or disabled, the deliveries it held become due at once.
+ */
+async function resume(db: DB, shopId: string, id: string, changes: { callback_url?: string }): Promise<WebhookSubscription> {
+  return inTransaction(db, async (trx) => {
+    const before = await trx
+      .selectFrom('webhook_subscriptions')
+      .select('status')
+      .where('id', '=', id)
+      .where('shop_id', '=', shopId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!before) throw subscriptionNotFound(id);
+    const now = new Date();
+    const row = await trx
+      .updateTable('webhook_subscriptions')
+      .set({ ...changes, status: 'enabled', consecutive_failures: 0, failing_since: null, disabled_reason: null, updated_at: now })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    if (before.status !== 'enabled') await resumeSubscriptionDeliveries(trx, id, now);
+    return toWebhookSubscription(row);
+  });
 }
 
 /**

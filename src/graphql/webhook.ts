@@ -1,6 +1,7 @@
 import {
   createSubscription,
   deleteSubscription,
+  enableSubscription,
   listSubscriptions,
   listWebhookTopics,
   rotateSigningSecret,
@@ -20,6 +21,11 @@ const WebhookTopic = builder.objectRef<{ topic: string; description: string }>('
   }),
 });
 
+const WebhookSubscriptionStatus = builder.enumType('WebhookSubscriptionStatus', {
+  description: 'Endpoint health: `probing` after 5 consecutive failures (one attempt at a time until a success); `disabled` after 5 days without a success (nothing attempted, deliveries kept).',
+  values: ['enabled', 'probing', 'disabled'] as const,
+});
+
 /** The contract's subscription record. It has no secret field: only create and rotate payloads carry one. */
 export const WebhookSubscription = builder.objectRef<WebhookSubscriptionShape>('WebhookSubscription').implement({
   description: 'A callback URL that receives the signed events of one topic (or `group/*`).',
@@ -32,6 +38,8 @@ export const WebhookSubscription = builder.objectRef<WebhookSubscriptionShape>('
       nullable: true,
       description: 'When the secrets rotated out by the last rotation stop being accepted; null if never rotated.',
     }),
+    status: t.expose('status', { type: WebhookSubscriptionStatus }),
+    disabledReason: t.exposeString('disabledReason', { nullable: true, description: 'Why it was disabled; null unless disabled.' }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
   }),
@@ -82,6 +90,10 @@ const WebhookSubscriptionDeleteInput = builder.inputType('WebhookSubscriptionDel
   fields: (t) => ({ id: t.id() }),
 });
 
+const WebhookSubscriptionEnableInput = builder.inputType('WebhookSubscriptionEnableInput', {
+  fields: (t) => ({ id: t.id() }),
+});
+
 type SubscriptionPayloadShape = { webhookSubscription?: WebhookSubscriptionShape; signingSecret?: string; userErrors: UserErrorShape[] };
 
 function subscriptionPayload(name: string, withSecret: boolean) {
@@ -110,6 +122,7 @@ function withSecret({ signingSecret, ...webhookSubscription }: WebhookSubscripti
 const WebhookSubscriptionCreatePayload = subscriptionPayload('WebhookSubscriptionCreatePayload', true);
 const WebhookSubscriptionUpdatePayload = subscriptionPayload('WebhookSubscriptionUpdatePayload', false);
 const WebhookSubscriptionRotateSecretPayload = subscriptionPayload('WebhookSubscriptionRotateSecretPayload', true);
+const WebhookSubscriptionEnablePayload = subscriptionPayload('WebhookSubscriptionEnablePayload', false);
 
 const WebhookSubscriptionDeletePayload = builder
   .objectRef<{ deletedWebhookSubscriptionId?: string; userErrors: UserErrorShape[] }>('WebhookSubscriptionDeletePayload')
@@ -151,6 +164,13 @@ builder.mutationFields((t) => ({
         markResponseSecret(ctx);
         return rotated;
       }),
+  }),
+  webhookSubscriptionEnable: t.field({
+    type: WebhookSubscriptionEnablePayload,
+    description: 'Re-enables a disabled (or probing) subscription; the deliveries it held are attempted again at once.',
+    args: { input: t.arg({ type: WebhookSubscriptionEnableInput, required: true }) },
+    resolve: (_root, { input }, ctx) =>
+      withUserErrors(async () => ({ webhookSubscription: await enableSubscription(ctx.db, ctx.shop.id, String(input.id)) })),
   }),
   webhookSubscriptionDelete: t.field({
     type: WebhookSubscriptionDeletePayload,

@@ -202,7 +202,7 @@ export const REST_ROUTES: readonly Route[] = [
   },
   {
     method: 'put', path: '/webhooks/subscriptions/:id', operationId: 'webhookSubscriptionUpdate', tag: 'Webhooks', summary: 'Change the callback URL',
-    description: 'The topic and the secrets stay; changing the topic takes a delete and a create.',
+    description: 'The topic and the secrets stay; changing the topic takes a delete and a create. A probing or disabled subscription is enabled again.',
     params: pathId('subscription'),
     body: { schema: webhookSubscriptionUpdateSchema, example: { callbackUrl: 'https://shop.example.com/hooks/loyalty-v2' } },
     success: { status: 200, description: 'Updated', schema: ok('WebhookSubscriptionUpdated', { subscription: webhookSubscriptionSchema }, 'Webhook subscription updated') },
@@ -215,6 +215,14 @@ export const REST_ROUTES: readonly Route[] = [
     params: pathId('subscription'),
     body: { schema: secretRotationSchema, optional: true, example: { graceHours: 24 } },
     success: { status: 201, description: 'The new secret, shown only now', schema: secretRotated },
+    errors: { 404: ['subscription_not_found'] },
+  },
+  {
+    method: 'post', path: '/webhooks/subscriptions/:id/enable', operationId: 'webhookSubscriptionEnable', tag: 'Webhooks',
+    summary: 'Re-enable a disabled subscription',
+    description: 'Sets `status` to `enabled` (from `disabled` or `probing`); the deliveries it held are attempted again at once. The body may be omitted.',
+    params: pathId('subscription'),
+    success: { status: 200, description: 'Enabled', schema: ok('WebhookSubscriptionEnabled', { subscription: webhookSubscriptionSchema }, 'Webhook subscription enabled; held deliveries are being sent') },
     errors: { 404: ['subscription_not_found'] },
   },
   {
@@ -241,7 +249,7 @@ export const REST_ROUTES: readonly Route[] = [
     description: 'A manual attempt with the same `webhook-id`, to the subscription\'s current URL; the retry schedule is untouched. The body may be omitted.',
     params: pathId('delivery'),
     success: { status: 202, description: 'Accepted; the attempt is being made', schema: ok('WebhookDeliveryReplayAccepted', { delivery: webhookDeliverySchema }, 'Replay accepted: a manual attempt is being made with the same webhook-id') },
-    errors: { 404: ['delivery_not_found'], 422: ['subscription_deleted'] },
+    errors: { 404: ['delivery_not_found'], 422: ['subscription_deleted', 'subscription_disabled'] },
   },
 ];
 

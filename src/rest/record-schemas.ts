@@ -135,6 +135,10 @@ const subscriptionFields = {
   topic: z.string().meta({ description: 'A catalog topic or `<group>/*`', example: 'points/*' }),
   callbackUrl: z.url().meta({ example: 'https://shop.example.com/hooks/loyalty' }),
   previousSecretValidUntil: timestampSchema.nullable().meta({ description: 'When rotated-out secrets stop being accepted; null if never rotated' }),
+  status: z.enum(['enabled', 'probing', 'disabled']).meta({
+    description: '`probing` after 5 consecutive failures (one attempt at a time until a success); `disabled` after 5 days without a success (nothing is attempted, deliveries are kept; update the URL or POST …/enable)',
+  }),
+  disabledReason: z.string().nullable().meta({ description: 'Why it was disabled; null unless disabled' }),
   createdAt: timestampSchema,
   updatedAt: timestampSchema,
 };

@@ -3,6 +3,7 @@ import { getDelivery, listDeliveries, requestReplay } from '../domain/webhook-de
 import {
   createSubscription,
   deleteSubscription,
+  enableSubscription,
   listSubscriptions,
   listWebhookTopics,
   rotateSigningSecret,
@@ -54,6 +55,11 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookSubscri
   app.post<WithId>('/webhooks/subscriptions/:id/rotate-secret', { onRequest: emptyBodyIsNoBody }, async (request, reply) => {
     const subscription = await rotateSigningSecret(deps, request.shop!.id, request.params.id, request.body);
     return reply.code(201).header('cache-control', 'no-store').send({ success: true, message: 'Signing secret rotated; keep the new secret, it is shown only now', subscription });
+  });
+
+  app.post<WithId>('/webhooks/subscriptions/:id/enable', { onRequest: emptyBodyIsNoBody }, async (request) => {
+    const subscription = await enableSubscription(db, request.shop!.id, request.params.id);
+    return { success: true, message: 'Webhook subscription enabled; held deliveries are being sent', subscription };
   });
 
   app.delete<WithId>('/webhooks/subscriptions/:id', { onRequest: emptyBodyIsNoBody }, async (request) => {

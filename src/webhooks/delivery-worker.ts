@@ -15,6 +15,7 @@ import {
   type FinishedAttempt,
   finishAttempts,
   handBack,
+  type HealthRules,
   purgeDeliveries,
 } from './delivery-queue.js';
 import { nextRetryDelay, parseRetryAfter } from './retry-schedule.js';
@@ -32,13 +33,19 @@ export type DeliveryWorkerOptions = {
   timeoutMs?: number;
   /** Attempts in flight at once, per worker. */
   concurrency?: number;
+  /** Attempts in flight at once per subscription, over all workers (DESIGN.md "Tenant isolation"); default half of `concurrency`. */
+  maxInFlightPerEndpoint?: number;
+  /** Consecutive failures after which an endpoint is probed one attempt at a time until a success. */
+  probeAfterFailures?: number;
+  /** How long an endpoint may fail without a success before it is disabled. */
+  disableAfterMs?: number;
   /** How often to look for due deliveries nobody announced (retries, other instances' work). */
   pollMs?: number;
   /** Deliveries older than this, with nothing left to do, are purged. */
   retentionMs?: number;
   /** On stop, how long attempts in flight may finish before they are cut and handed back. */
   stopGraceMs?: number;
-  /** The worker's clock (ms since the epoch); tests move it to walk the retry schedule. */
+  /** The worker's clock (ms since the epoch); tests move it to walk the retry schedule and the health rules. */
   clock?: () => number;
   /** Jitter source, [0, 1). */
   random?: () => number;
@@ -57,6 +64,9 @@ export type DeliveryWorker = {
   purge(): Promise<number>;
 };
 
+export const DEFAULT_PROBE_AFTER_FAILURES = 5;
+export const DEFAULT_DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
+
 const USER_AGENT = 'loyalty-service-webhooks/1 (+https://www.standardwebhooks.com)';
 const DAY = 24 * 60 * 60 * 1000;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
@@ -71,7 +81,13 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   const timeoutMs = options.timeoutMs ?? 15_000;
   // Longer than any attempt can take (the HTTP timeout), with room for the database writes after it.
   const leaseMs = 2 * timeoutMs + 2_000;
-  const concurrency = options.concurrency ?? 64;
+  const concurrency = options.concurrency ?? 128;
+  // Half the slots: enough for one healthy endpoint's full rate, the other half for everyone else.
+  const maxInFlight = Math.max(1, options.maxInFlightPerEndpoint ?? Math.floor(concurrency / 2));
+  const health: HealthRules = {
+    probeAfterFailures: options.probeAfterFailures ?? DEFAULT_PROBE_AFTER_FAILURES,
+    disableAfterMs: options.disableAfterMs ?? DEFAULT_DISABLE_AFTER_MS,
+  };
   const pollMs = options.pollMs ?? 1_000;
   const retentionMs = options.retentionMs ?? 30 * DAY;
   const stopGraceMs = options.stopGraceMs ?? 2_000;
@@ -80,14 +96,20 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   const now = () => new Date(clock());
   const sender: Sender = createSender({ urlPolicy: options.urlPolicy, timeoutMs });
   // Attempts that finish together are recorded in one statement: a round trip per batch, not per delivery.
-  const recordFinished = batched<FinishedAttempt>((items) => finishAttempts(db, items));
+  const recordFinished = batched<FinishedAttempt>((items) => finishAttempts(db, items, health));
   // Claim in batches: only once half the slots are free (or none are busy), not one row per finished attempt.
   const claimThreshold = Math.max(1, Math.floor(concurrency / 2));
+  // After a claim the per-endpoint caps cut short, the next waits until this many attempts have
+  // finished (or new deliveries are announced, or the poll comes round): otherwise an endpoint at
+  // its cap would cost a claim per finished attempt.
+  const capBatch = Math.max(1, Math.min(claimThreshold, Math.floor(maxInFlight / 2)));
 
   let running = false;
   let loop: Promise<void> | undefined;
   const idle = wakeableSleep();
-  let signalled = false; // a wake-up came while the loop was busy
+  let signalled = false; // new deliveries were announced (or the poll came round) while the loop was busy
+  let capped = false; // the last claim took less than it asked for
+  let inFlightAfterClaim = 0;
   let unsubscribe: (() => void) | undefined;
   let purgeTimer: NodeJS.Timeout | undefined;
   let stopping: Promise<void> | undefined;
@@ -160,7 +182,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       responseBody: outcome.responseBody,
     };
     const finishedAt = clock();
-    await recordFinished({ claimed, attempt: record, state: nextState(claimed, outcome, finishedAt), now: new Date(finishedAt) });
+    await recordFinished({ claimed, attempt: record, succeeded: outcome.ok, state: nextState(claimed, outcome, finishedAt), now: new Date(finishedAt) });
   }
 
   function track(task: Promise<void>, claimed: ClaimedDelivery) {
@@ -168,7 +190,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       .catch((err) => logger.error({ err, deliveryId: claimed.id }, 'webhook attempt could not be recorded; it is retried when its lease ends'))
       .finally(() => {
         inFlight.delete(tracked);
-        signal();
+        idle.wake();
       });
     inFlight.add(tracked);
   }
@@ -176,7 +198,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   /** Claims what fits in the free slots and starts sending it; resolves to the number claimed. */
   async function claimAndStart(limit: number): Promise<number> {
     if (limit <= 0) return 0;
-    const claims = await claimDueDeliveries(db, { limit, now: now(), leaseMs, token: randomUUID() });
+    const claims = await claimDueDeliveries(db, { limit, now: now(), leaseMs, token: randomUUID(), maxInFlight });
     if (claims.length === 0) return 0;
     let targets: Awaited<ReturnType<typeof loadTargets>>;
     try {
@@ -194,21 +216,34 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
 
   async function run() {
     while (running) {
-      signalled = false;
-      let claimed = 0;
       const free = concurrency - inFlight.size;
+      // New deliveries (or the poll) are claimed at once into whatever slots are free: a hung
+      // endpoint may hold half of them. Finished attempts only lead to a claim once a batch's worth
+      // of slots is free, and after a claim the caps cut short, once that many attempts finished.
+      const worthClaiming =
+        free > 0 &&
+        (signalled || (free >= claimThreshold && (!capped || inFlight.size === 0 || inFlight.size <= inFlightAfterClaim - capBatch)));
+      let claimed = 0;
       try {
-        if (free >= claimThreshold) claimed = await claimAndStart(free);
+        if (worthClaiming) {
+          signalled = false;
+          claimed = await claimAndStart(free);
+          capped = claimed < free;
+          inFlightAfterClaim = inFlight.size;
+        }
       } catch (err) {
         if (!running) break;
         logger.error({ err }, 'claiming webhook deliveries failed; retrying');
       }
       if (!running) break;
-      // Claim again at once if there is room and either a full batch says more may be due or a
-      // wake-up came meanwhile (new deliveries, finished attempts).
-      const room = concurrency - inFlight.size >= claimThreshold;
-      if (room && ((claimed > 0 && claimed === free) || signalled)) continue;
+      // Claim again at once if a full batch says more may be due and a batch's worth of slots is
+      // free, or if new deliveries were announced meanwhile and any slot is. A finished attempt
+      // only wakes the loop to re-check.
+      const freeNow = concurrency - inFlight.size;
+      if ((freeNow >= claimThreshold && claimed > 0 && claimed === free) || (signalled && freeNow > 0)) continue;
+      const sleptFrom = Date.now();
       await idle.sleep(pollMs);
+      if (Date.now() - sleptFrom >= pollMs) signalled = true; // the poll: look for retries and other processes' work
     }
   }
 

@@ -31,7 +31,9 @@ const INTERNAL_NAME = /(^|\.)(localhost|internal)$/;
 
 const REFUSED = {
   scheme: 'callbackUrl must use https',
-  internalName: 'callbackUrl must not point at localhost or an internal host name',
+  internalName:
+    'callbackUrl must not point at localhost or an internal host name (a server run for tests or a local demo can allow such hosts with its WEBHOOK_ALLOWED_HOSTS setting)',
+  credentials: 'callbackUrl must not carry a user name or password',
   // The resolved address is deliberately not named: it would disclose internal DNS to the caller.
   privateAddress: 'callbackUrl must not point at a private, loopback, link-local or reserved address',
 };
@@ -59,6 +61,15 @@ export function parseAllowedHosts(entries: readonly string[]): { names: Set<stri
   return { names, ranges };
 }
 
+/**
+ * ::/96, the deprecated IPv4-compatible form (RFC 4291): `::127.0.0.1` is `::7f00:1`, which ipaddr.js
+ * calls unicast although a stack may route it to the IPv4 inside. Never a real public endpoint, so
+ * refused whatever IPv4 it embeds (NAT64's 64:ff9b::/96 and 64:ff9b:1::/48 are refused as rfc6052).
+ */
+function isIpv4Compatible(address: ipaddr.IPv4 | ipaddr.IPv6): boolean {
+  return address.kind() === 'ipv6' && (address as ipaddr.IPv6).parts.slice(0, 6).every((part) => part === 0);
+}
+
 function unwrap(address: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
   return address.kind() === 'ipv6' && (address as ipaddr.IPv6).isIPv4MappedAddress()
     ? (address as ipaddr.IPv6).toIPv4Address()
@@ -79,11 +90,13 @@ export class UrlPolicy {
   /**
    * Whether `address` may be dialled: public unicast (IPv4-mapped IPv6 judged as the IPv4 inside),
    * or inside an allowed range. Anything else (loopback, RFC 1918, CGNAT, link-local and so cloud
-   * metadata, unique-local, NAT64, 6to4, multicast, reserved) is refused.
+   * metadata, unique-local, IPv4-compatible, NAT64, 6to4, multicast, reserved) is refused.
    */
   isAllowedAddress(address: string): boolean {
     if (!ipaddr.isValid(address)) return false;
-    const ip = unwrap(ipaddr.parse(address));
+    const parsed = ipaddr.parse(address);
+    if (isIpv4Compatible(parsed)) return false;
+    const ip = unwrap(parsed);
     // Same-kind guard first: ipaddr.js only matches an IPv4 against IPv4 ranges (IPv6 likewise).
     if (this.allowed.ranges.some(([net, bits]) => net.kind() === ip.kind() && (ip as ipaddr.IPv4).match(net as ipaddr.IPv4, bits))) {
       return true;
@@ -104,6 +117,8 @@ export class UrlPolicy {
       return { ok: false, reason: 'callbackUrl is not a valid absolute URL' };
     }
     if (url.protocol !== 'https:') return { ok: false, reason: REFUSED.scheme };
+    // Credentials in the URL would be sent to the receiver and shown back in every listing.
+    if (url.username || url.password) return { ok: false, reason: REFUSED.credentials };
     const host = hostOf(url);
     if (!host) return { ok: false, reason: 'callbackUrl has no host' };
     if (this.allowed.names.has(host)) return { ok: true, url };
