@@ -142,7 +142,8 @@ describe('endpoint health', () => {
     // A worker restart (a new worker over the same database): 5 days after the first failure
     // without a success, its next failed attempt disables the endpoint, announced by an event.
     const restarted = await withRelay(worker());
-    const live = await t.app.bus.subscribe(shop.shopId, (event) => event.type === 'webhook_subscriptions/disabled');
+    const { id: apiKeyId } = await t.app.database.db.selectFrom('api_keys').select('id').where('shop_id', '=', shop.shopId).executeTakeFirstOrThrow();
+    const live = await t.app.bus.subscribe({ shopId: shop.shopId, apiKeyId }, (event) => event.type === 'webhook_subscriptions/disabled');
     now = firstFailureAt + 5 * DAY - 60_000;
     await emit(restarted.relay, 1);
     await restarted.w.drain();

@@ -13,7 +13,7 @@ type Entry = RateLimitedOperation & {
 };
 
 const OPERATIONS: Entry[] = [
-  // The contract's table ("Limits"); the four methods on /webhooks/subscriptions share one limit.
+  // The contract's table ("Limits"); the methods on /webhooks/subscriptions share one limit (re-enabling too).
   {
     name: 'webhook_subscriptions',
     limit: 30,
@@ -23,8 +23,9 @@ const OPERATIONS: Entry[] = [
       'POST /webhooks/subscription',
       'PUT /webhooks/subscriptions/:id',
       'DELETE /webhooks/subscriptions/:id',
+      'POST /webhooks/subscriptions/:id/enable',
     ],
-    graphql: ['webhookSubscriptions', 'webhookSubscriptionCreate', 'webhookSubscriptionUpdate', 'webhookSubscriptionDelete'],
+    graphql: ['webhookSubscriptions', 'webhookSubscriptionCreate', 'webhookSubscriptionUpdate', 'webhookSubscriptionDelete', 'webhookSubscriptionEnable'],
   },
   {
     name: 'webhook_secret_rotation',
