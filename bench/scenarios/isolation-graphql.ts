@@ -17,6 +17,12 @@ import { startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
 
 const TARGET_RATIO = 1.5;
+/**
+ * Seconds measured alone, and as many attacked, unless --duration says otherwise: shop A
+ * spends its rate limit in a burst and again when its window has moved on, so the attacked samples
+ * must be many enough that a burst is weighed, not the whole of them.
+ */
+const DEFAULT_DURATION_SEC = 40;
 /** Alone and attacked take turns in this many rounds each (this machine's speed drifts). */
 const ROUNDS = 4;
 /** Shop A's customers: a full page of the wide list. */
@@ -129,7 +135,8 @@ export async function graphqlIsolation(options: BenchOptions): Promise<boolean> 
     if (checked.data?.customers.edges.length !== A_CUSTOMERS) throw new Error(`the wide list did not answer: ${JSON.stringify(checked.errors)}`);
     if (options.warmupSec > 0) await runOpenLoop({ ...pointsAdd, rate: B_RATE, durationSec: options.warmupSec });
 
-    const roundSec = Math.max(2, Math.round(options.durationSec / ROUNDS));
+    const durationSec = options.durationGiven ? options.durationSec : DEFAULT_DURATION_SEC;
+    const roundSec = Math.max(2, Math.round(durationSec / ROUNDS));
     const alone: Measurement[] = [];
     const attacked: Measurement[] = [];
     const attackStatuses = new Map<string, number>();

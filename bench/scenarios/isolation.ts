@@ -3,6 +3,8 @@
 //   webhooks: shop B's event-to-delivery p50/p99 on its own, then beside shop A's hung receiver
 //             (accepts, never answers) with a backlog queued for it; and shop A's second, healthy
 //             endpoint beside its own hung one. Target: p99 < 1 s for each.
+//   graphql:  shop B's POST /points/add p99 alone and while shop A sends alias bombs and wide nested
+//             lists at its whole rate limit (isolation-graphql.ts). Target: within 1.5x, no 503.
 import { randomBytes } from 'node:crypto';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -14,6 +16,7 @@ import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
+import { graphqlIsolation } from './isolation-graphql.js';
 import { certificate } from './webhooks.js';
 
 const TARGET_P99_MS = 1_000;
@@ -162,11 +165,13 @@ export async function webhookIsolation(options: BenchOptions): Promise<boolean> 
 async function run(options: BenchOptions): Promise<boolean> {
   let ok = true;
   ok = (await webhookIsolation(options)) && ok;
+  process.stdout.write('\n-- graphql: shop B\'s points/add beside shop A\'s alias bombs and wide nested lists\n');
+  ok = (await graphqlIsolation(options)) && ok;
   return ok;
 }
 
 export const isolation: Scenario = {
   name: 'isolation',
-  summary: 'one shop never degrades another: webhook event-to-delivery beside a hung receiver with a backlog',
+  summary: 'one shop never degrades another: webhooks beside a hung receiver with a backlog, points/add beside GraphQL bombs and wide lists',
   run,
 };
