@@ -60,8 +60,13 @@ describe('GraphQL and REST run one domain', () => {
 
     const negative = await both('add', 'pointsAdd', { customerIdentifier: 'p-1', amount: -1 });
     expect(negative.rest.status).toBe(400);
-    expect(negative.gqlErrors[0].extensions.code).toBe(negative.restBody.error);
     expect(negative.restBody.error).toBe('validation_error');
+    // Invalid input is a userError like any other refusal, its field a path under `input`: not a top-level error.
+    expect(negative.gqlErrors).toBeUndefined();
+    expect(negative.gql.activity).toBeNull();
+    expect(negative.gql.userErrors).toEqual([
+      { code: 'validation_error', field: ['input', 'amount'], message: negative.restBody.details[0].message },
+    ]);
   });
 
   it('rejects malformed operations as GraphQL errors, never a 500', async () => {
@@ -84,7 +89,8 @@ describe('GraphQL and REST run one domain', () => {
     const clash = await t.graphql(shop.apiKey, upsert, { input: { shopifyCustomerId: 'u-3', email: 'TAKEN@example.com' } });
     expect(clash.data.customerUpsert.userErrors).toEqual([{ code: 'email_taken', field: ['input', 'email'] }]);
     const invalid = await t.graphql(shop.apiKey, upsert, { input: { shopifyCustomerId: 'u-4', email: 'not-an-email' } });
-    expect(invalid.errors[0].extensions.code).toBe('validation_error');
+    expect(invalid.errors).toBeUndefined();
+    expect(invalid.data.customerUpsert).toMatchObject({ customer: null, userErrors: [{ code: 'validation_error', field: ['input', 'email'] }] });
   });
 
   it('pages activities newest first with keyset cursors', async () => {

@@ -149,9 +149,13 @@ describe('redemption options through GraphQL', () => {
   ];
   it.each(badInputs)('refuses %s with validation_error', async (_name, input) => {
     const res = await t.graphql(shop.apiKey, CREATE, { input });
-    // Argument validation runs the domain's zod schema: a GraphQL error carrying the REST code.
-    expect(res.errors?.[0]?.extensions?.code).toBe('validation_error');
-    expect(res.data?.pointsRedemptionCreate ?? null).toBeNull();
+    // The domain's zod schema refuses it: a userError carrying the REST code and the path of the field.
+    expect(res.errors).toBeUndefined();
+    expect(res.data.pointsRedemptionCreate.pointsRedemption).toBeNull();
+    const [first] = res.data.pointsRedemptionCreate.userErrors;
+    expect(first.code).toBe('validation_error');
+    expect(first.field[0]).toBe('input');
+    expect(first.field.length).toBeGreaterThan(1);
   });
 });
 

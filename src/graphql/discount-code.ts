@@ -1,7 +1,7 @@
 import type { Customer as CustomerShape } from '../domain/customers.js';
 import { type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers } from '../domain/discount-codes.js';
 import type { Activity as ActivityShape } from '../domain/points.js';
-import { pointsRedeemSchema, redeemPoints } from '../domain/redemptions.js';
+import { redeemPoints } from '../domain/redemptions.js';
 import { Activity } from './activity.js';
 import { BATCH_ONLY, builder } from './builder.js';
 import { connectionsOf } from './connections.js';
@@ -69,7 +69,7 @@ builder.mutationFields((t) => ({
   pointsRedeem: t.field({
     type: PointsRedeemPayload,
     description: 'Spends points on a discount code, like POST /pointsRedemptions.',
-    args: { input: t.arg({ type: PointsRedeemInput, required: true, validate: pointsRedeemSchema }) },
+    args: { input: t.arg({ type: PointsRedeemInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => redeemPoints(ctx.db, ctx.shop.id, input)),
   }),
 }));

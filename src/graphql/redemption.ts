@@ -8,8 +8,6 @@ import {
   listPointsRedemptions,
   MINIMUM_REQUIREMENT_TYPES,
   type PointsRedemption as PointsRedemptionShape,
-  pointsRedemptionInputSchema,
-  pointsRedemptionUpdateSchema,
   PURCHASE_TYPES,
   REDEMPTION_TYPES,
   updatePointsRedemption,
@@ -123,7 +121,7 @@ builder.mutationFields((t) => ({
   pointsRedemptionCreate: t.field({
     type: pointsRedemptionPayload('PointsRedemptionCreatePayload'),
     description: 'Adds a way to redeem points.',
-    args: { input: t.arg({ type: PointsRedemptionInput, required: true, validate: pointsRedemptionInputSchema }) },
+    args: { input: t.arg({ type: PointsRedemptionInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => createPointsRedemption(ctx.db, ctx.shop.id, input)),
   }),
   pointsRedemptionUpdate: t.field({
@@ -131,7 +129,7 @@ builder.mutationFields((t) => ({
     description: 'Changes the given fields of a redemption option.',
     args: {
       id: t.arg.id({ required: true }),
-      input: t.arg({ type: PointsRedemptionUpdateInput, required: true, validate: pointsRedemptionUpdateSchema }),
+      input: t.arg({ type: PointsRedemptionUpdateInput, required: true }),
     },
     resolve: (_root, { id, input }, ctx) => withUserErrors(() => updatePointsRedemption(ctx.db, ctx.shop.id, String(id), input)),
   }),

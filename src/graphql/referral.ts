@@ -5,8 +5,6 @@ import {
   listRefereesOfReferrers,
   type Referee as RefereeShape,
   type ReferralSettings as ReferralSettingsShape,
-  referralRegisterSchema,
-  referralSettingsInputSchema,
   registerReferral,
   updateReferralSettings,
 } from '../domain/referrals.js';
@@ -113,13 +111,13 @@ builder.mutationFields((t) => ({
     description:
       'Signs a customer up with a referral code: creates (or links) the referee and grants the shop\'s referral rewards. ' +
       'Registering again with the same referrer changes nothing; self-referral and a second referrer are refused.',
-    args: { input: t.arg({ type: ReferralRegisterInput, required: true, validate: referralRegisterSchema }) },
+    args: { input: t.arg({ type: ReferralRegisterInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => registerReferral(ctx.db, ctx.shop.id, input)),
   }),
   shopReferralSettingsUpdate: t.field({
     type: ShopReferralSettingsUpdatePayload,
     description: 'Sets the points granted to referrer and referee when a referee signs up.',
-    args: { input: t.arg({ type: ShopReferralSettingsInput, required: true, validate: referralSettingsInputSchema }) },
+    args: { input: t.arg({ type: ShopReferralSettingsInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => updateReferralSettings(ctx.db, ctx.shop.id, input)),
   }),
 }));
