@@ -13,6 +13,19 @@ export const UserError = builder.objectRef<UserErrorShape>('UserError').implemen
 });
 
 /**
+ * Every delete mutation answers the same way: the id it deleted, as `deleted<Resource>Id` (null when
+ * refused), and userErrors. The resolver returns `{ deletedId }`.
+ */
+export function deletePayload(name: string, idField: `deleted${string}Id`) {
+  return builder.objectRef<{ deletedId?: string; userErrors: UserErrorShape[] }>(name).implement({
+    fields: (t) => ({
+      [idField]: t.id({ nullable: true, resolve: (p) => p.deletedId ?? null }),
+      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+    }),
+  });
+}
+
+/**
  * Runs a mutation's domain call; a DomainError becomes the payload's `userErrors` (Shopify's
  * convention) while anything else stays a GraphQL error, masked by Yoga. The domain validates every
  * input, so invalid input arrives here too: one userError per field at fault, its path under `input`

@@ -10,7 +10,7 @@ import {
 import { builder } from './builder.js';
 import { forwardPageArgs, toConnection } from './connections.js';
 import { markResponseSecret } from './no-store.js';
-import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
+import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 const WebhookTopic = builder.objectRef<{ topic: string; description: string }>('WebhookTopic').implement({
   description: 'A topic of the webhook catalog.',
@@ -111,14 +111,7 @@ const WebhookSubscriptionCreatePayload = subscriptionPayload('WebhookSubscriptio
 const WebhookSubscriptionUpdatePayload = subscriptionPayload('WebhookSubscriptionUpdatePayload', false);
 const WebhookSubscriptionRotateSecretPayload = subscriptionPayload('WebhookSubscriptionRotateSecretPayload', true);
 
-const WebhookSubscriptionDeletePayload = builder
-  .objectRef<{ deletedWebhookSubscriptionId?: string; userErrors: UserErrorShape[] }>('WebhookSubscriptionDeletePayload')
-  .implement({
-    fields: (t) => ({
-      deletedWebhookSubscriptionId: t.id({ nullable: true, resolve: (p) => p.deletedWebhookSubscriptionId ?? null }),
-      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
-    }),
-  });
+const WebhookSubscriptionDeletePayload = deletePayload('WebhookSubscriptionDeletePayload', 'deletedWebhookSubscriptionId');
 
 // The GraphQL twins of the REST subscription endpoints; they share those endpoints' rate limits.
 // The domain validates every input, so an unknown topic or a refused URL is a userError, as in REST a 400.
@@ -159,7 +152,7 @@ builder.mutationFields((t) => ({
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
         await deleteSubscription(ctx.db, ctx.shop.id, String(input.id));
-        return { deletedWebhookSubscriptionId: String(input.id) };
+        return { deletedId: String(input.id) };
       }),
   }),
 }));
