@@ -13,7 +13,7 @@ import {
   updatePointsRedemption,
 } from '../domain/redemptions.js';
 import { builder } from './builder.js';
-import { forwardPageArgs, toConnection } from './connections.js';
+import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 export const PointsRedemptionType = builder.enumType('PointsRedemptionType', { values: REDEMPTION_TYPES });
@@ -105,21 +105,18 @@ function pointsRedemptionPayload(name: string) {
 }
 
 builder.queryFields((t) => ({
-  pointsRedemptions: t.connection(
-    {
-      type: PointsRedemption,
-      description: 'The shop\'s redemption options by sortIndex, like GET /pointsRedemptions.',
-      args: {
-        customerIdentifier: t.arg.string({ required: false, description: 'The customer `redeemable` is computed for.' }),
+  pointsRedemptions: t.field({
+    type: builder.connectionObject({ type: PointsRedemption, name: 'PointsRedemptionConnection' }, { name: 'PointsRedemptionEdge' }),
+    description: 'The shop\'s redemption options by sortIndex, like GET /pointsRedemptions.',
+    args: {
+      ...PAGE_ARGS,
+      customerIdentifier: t.arg.string({ required: false, description: 'The customer `redeemable` is computed for.' }),
       },
       resolve: async (_root, args, ctx) =>
         toConnection(
           await listPointsRedemptions(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), customerIdentifier: args.customerIdentifier }),
         ),
-    },
-    { name: 'PointsRedemptionConnection' },
-    { name: 'PointsRedemptionEdge' },
-  ),
+  }),
 }));
 
 builder.mutationFields((t) => ({

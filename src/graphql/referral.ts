@@ -9,7 +9,7 @@ import {
   updateReferralSettings,
 } from '../domain/referrals.js';
 import { BATCH_ONLY, builder } from './builder.js';
-import { connectionsOf } from './connections.js';
+import { connectionsOf, PAGE_ARGS } from './connections.js';
 import { Customer, CustomerInput } from './customer.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -54,7 +54,7 @@ builder.objectFields(Customer, (t) => ({
   referees: t.loadable({
     type: RefereeConnection,
     description: 'Customers who signed up with this customer\'s code, in sign-up order.',
-    args: t.arg.connectionArgs(),
+    args: PAGE_ARGS,
     byPath: true,
     loaderOptions: BATCH_ONLY,
     load: (customerIds: string[], ctx, args) => connectionsOf(args, (page) => listRefereesOfReferrers(ctx.db, ctx.shop.id, customerIds, page)),

@@ -8,7 +8,7 @@ import {
   type WebhookSubscription as WebhookSubscriptionShape,
 } from '../domain/webhook-subscriptions.js';
 import { builder } from './builder.js';
-import { forwardPageArgs, toConnection } from './connections.js';
+import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { markResponseSecret } from './no-store.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -43,15 +43,12 @@ builder.queryFields((t) => ({
     description: 'The topics a webhook subscription can name.',
     resolve: () => listWebhookTopics(),
   }),
-  webhookSubscriptions: t.connection(
-    {
-      type: WebhookSubscription,
-      description: 'The shop\'s webhook subscriptions, newest first.',
-      resolve: async (_root, args, ctx) => toConnection(await listSubscriptions(ctx.db, ctx.shop.id, forwardPageArgs(args))),
-    },
-    { name: 'WebhookSubscriptionConnection' },
-    { name: 'WebhookSubscriptionEdge' },
-  ),
+  webhookSubscriptions: t.field({
+    type: builder.connectionObject({ type: WebhookSubscription, name: 'WebhookSubscriptionConnection' }, { name: 'WebhookSubscriptionEdge' }),
+    description: 'The shop\'s webhook subscriptions, newest first.',
+    args: PAGE_ARGS,
+    resolve: async (_root, args, ctx) => toConnection(await listSubscriptions(ctx.db, ctx.shop.id, forwardPageArgs(args))),
+  }),
 }));
 
 const WebhookSubscriptionCreateInput = builder.inputType('WebhookSubscriptionCreateInput', {
