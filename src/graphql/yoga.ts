@@ -65,6 +65,12 @@ export function unauthenticatedError(): GraphQLError {
   });
 }
 
+/** The DomainError behind an error Yoga reports, if any: the client's mistake, answered with its code. */
+function clientMistake(err: unknown): DomainError | undefined {
+  const original = err instanceof GraphQLError ? err.originalError : err;
+  return original instanceof DomainError ? original : undefined;
+}
+
 /** Runs of one document before it is compiled: one-off documents are not worth the milliseconds. */
 export const COMPILE_AFTER_RUNS = 3;
 
@@ -111,7 +117,14 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
       debug: (...args) => logger.debug(args.map(String).join(' ')),
       info: (...args) => logger.info(args.map(String).join(' ')),
       warn: (...args) => logger.warn(args.map(String).join(' ')),
-      error: (...args) => logger.error({ err: args.find((a) => a instanceof Error) }, args.map(String).join(' ')),
+      error: (...args) => {
+        const err = args.find((a) => a instanceof Error);
+        const mistake = clientMistake(err);
+        // Yoga logs every error its masking replaced, ours included: a client's mistake (bad input, an
+        // unknown topic or customer) is answered with its code and is no server fault.
+        if (mistake) logger.info({ code: mistake.code, path: err instanceof GraphQLError ? err.path?.join('.') : undefined }, `GraphQL client error: ${mistake.message}`);
+        else logger.error({ err }, args.map(String).join(' '));
+      },
     },
     graphiql: { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL · REST reference at /docs · live events at /dashboard' },
     // GraphiQL bundled into the page: nothing loaded from a CDN.
