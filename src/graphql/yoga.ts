@@ -2,7 +2,6 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { createYoga, maskError, type Plugin } from 'graphql-yoga';
-import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { databaseBusy } from '../db/busy.js';
 import type { DB } from '../db/database.js';
 import type { EventBus } from '../events/bus.js';
@@ -11,6 +10,7 @@ import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { GraphQLContext } from './builder.js';
+import { renderGraphiQLWithApiKey } from './graphiql-page.js';
 import { useHeavyOperationQueue } from './heavy-operations.js';
 import { useLimits } from './limits.js';
 import { perOperation } from './per-operation.js';
@@ -22,7 +22,7 @@ import { schema } from './schema.js';
 export type ServerContext = { req: Pick<FastifyRequest, 'shop' | 'apiKey'>; reply?: FastifyReply };
 
 export const EXAMPLE_OPERATIONS = `# Loyalty GraphQL. Also here: the REST reference at /docs, live events at /dashboard.
-# Add your API key under Headers: {"Authorization": "Bearer lk_..."}, then pick an operation to run.
+# The API key you gave is sent with every operation (this tab keeps it until closed); pick one to run.
 query Customer {
   customer(identifier: "demo-1001") {
     email
@@ -127,8 +127,8 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
       },
     },
     graphiql: { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL · REST reference at /docs · live events at /dashboard' },
-    // GraphiQL bundled into the page: nothing loaded from a CDN.
-    renderGraphiQL,
+    // GraphiQL bundled into the page (nothing loaded from a CDN), asking for the API key first.
+    renderGraphiQL: renderGraphiQLWithApiKey,
     landingPage: false,
     context: ({ req }) => {
       if (!req.shop || !req.apiKey) throw unauthenticatedError();
