@@ -60,8 +60,13 @@ describe('GraphQL and REST run one domain', () => {
 
     const negative = await both('add', 'pointsAdd', { customerIdentifier: 'p-1', amount: -1 });
     expect(negative.rest.status).toBe(400);
-    expect(negative.gqlErrors[0].extensions.code).toBe(negative.restBody.error);
     expect(negative.restBody.error).toBe('validation_error');
+    // Invalid input is a userError like any other refusal, its field a path under `input`: not a top-level error.
+    expect(negative.gqlErrors).toBeUndefined();
+    expect(negative.gql.activity).toBeNull();
+    expect(negative.gql.userErrors).toEqual([
+      { code: 'validation_error', field: ['input', 'amount'], message: negative.restBody.details[0].message },
+    ]);
   });
 
   it('rejects malformed operations as GraphQL errors, never a 500', async () => {
@@ -84,7 +89,8 @@ describe('GraphQL and REST run one domain', () => {
     const clash = await t.graphql(shop.apiKey, upsert, { input: { shopifyCustomerId: 'u-3', email: 'TAKEN@example.com' } });
     expect(clash.data.customerUpsert.userErrors).toEqual([{ code: 'email_taken', field: ['input', 'email'] }]);
     const invalid = await t.graphql(shop.apiKey, upsert, { input: { shopifyCustomerId: 'u-4', email: 'not-an-email' } });
-    expect(invalid.errors[0].extensions.code).toBe('validation_error');
+    expect(invalid.errors).toBeUndefined();
+    expect(invalid.data.customerUpsert).toMatchObject({ customer: null, userErrors: [{ code: 'validation_error', field: ['input', 'email'] }] });
   });
 
   it('pages activities newest first with keyset cursors', async () => {
@@ -131,6 +137,23 @@ describe('schema.graphql', () => {
 });
 
 describe('cursors', () => {
+  it('offers first and after on every connection, and neither last nor before, which it could not honour', async () => {
+    const connectionFields = (await t.graphql(shop.apiKey, `{ __schema { types { name fields { name type { name ofType { name } } args { name } } } } }`))
+      .data.__schema.types.flatMap((type: any) => (type.fields ?? []).map((f: any) => ({ ...f, on: type.name })))
+      .filter((f: any) => (f.type.ofType?.name ?? f.type.name ?? '').endsWith('Connection'));
+    // customers, pointsRedemptions, webhookSubscriptions, webhookDeliveries, a customer's activities, discountCodes, referees.
+    expect(connectionFields.length).toBe(7);
+    for (const field of connectionFields) {
+      const args = field.args.map((a: any) => a.name);
+      expect(args, `${field.on}.${field.name}`).toEqual(expect.arrayContaining(['first', 'after']));
+      expect(args, `${field.on}.${field.name}`).not.toContain('last');
+      expect(args, `${field.on}.${field.name}`).not.toContain('before');
+    }
+    const res = await t.post('/graphql', { query: '{ customers(last: 5) { edges { cursor } } }' }, shop.apiKey);
+    expect(res.status).toBeLessThan(500);
+    expect((await res.json()).errors[0].message).toMatch(/Unknown argument "last"/);
+  });
+
   it('refuses a tampered activities cursor with validation_error, never a 500', async () => {
     const tampered = Buffer.from(JSON.stringify(['abc'])).toString('base64url');
     const res = await t.graphql(shop.apiKey, `{ customer(identifier: "p-1") { activities(first: 1, after: "${tampered}") { edges { cursor } } } }`);

@@ -5,6 +5,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
 import { revokeApiKey } from '../src/domain/shops.js';
+import { createLogger } from '../src/logger.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, isolatedPostgresUrl, onPostgres, startRedis, startTestApp, type TestApp } from './helpers.js';
 import { collect, sse, until, wsClient } from './live-helpers.js';
@@ -186,8 +187,8 @@ describe('operations over graphql-ws share the HTTP pipeline', () => {
       expect(added).toEqual({ data: { pointsAdd: { customer: { points: 15 }, userErrors: [] } } });
       // Another shop's customer does not exist for this connection.
       expect(await run(`{ customer(identifier: "a-1") { points } }`)).toEqual({ data: { customer: null } });
-      const invalid = await run(`mutation { pointsAdd(input: { customerIdentifier: "s-1", amount: -1 }) { userErrors { code } } }`);
-      expect(invalid.errors![0]!.extensions!.code).toBe('validation_error');
+      const invalid = await run(`mutation { pointsAdd(input: { customerIdentifier: "s-1", amount: -1 }) { userErrors { code field } } }`);
+      expect(invalid).toEqual({ data: { pointsAdd: { userErrors: [{ code: 'validation_error', field: ['input', 'amount'] }] } } });
       const limited = await run(`{ customer(identifier: "s-1") { points } }`); // the 4th GraphQL operation this minute
       expect(limited.errors![0]!.extensions!.code).toBe('rate_limited');
       const malformed = collect(client, `{ customer(identifier: "s-1") { nope } }`);
@@ -230,6 +231,34 @@ describe('events over SSE', () => {
     await unknown.ended;
     expect(unknown.events.flatMap((e) => e.data?.errors ?? []).map((e: any) => e.extensions.code)).toEqual(['validation_error']);
     expect(t.app.bus.stats().subscriptions).toBe(0);
+  });
+});
+
+describe('client mistakes in the log', () => {
+  it('logs an unknown topic below error, without a stack, with the argument path in its message', async () => {
+    const lines: string[] = [];
+    const logged = await startTestApp({ ...busEnv(), LOG_LEVEL: 'debug' }, { logger: createLogger('debug', { write: (line: string) => void lines.push(line) }) });
+    try {
+      const shop = await logged.shop('Logged');
+      const unknown = await sse(logged.url, shop.apiKey, EVENTS, { topics: ['points/*', 'points/whatever'] });
+      await unknown.ended;
+      const [error] = unknown.events.flatMap((e) => e.data?.errors ?? []);
+      expect(error).toMatchObject({ message: 'topics[1]: unknown topic "points/whatever": use one from webhookTopics, or <group>/*', extensions: { code: 'validation_error' } });
+      // A bad cursor over plain HTTP: a client mistake too.
+      const cursor = await logged.graphql(shop.apiKey, '{ customers(first: 1, after: "garbage") { edges { cursor } } }');
+      expect(cursor.errors[0].extensions.code).toBe('validation_error');
+
+      const entries = lines.map((line) => JSON.parse(line));
+      const mentions = entries.filter((e) => /unknown topic|cursor/.test(JSON.stringify(e)));
+      expect(mentions.length).toBeGreaterThanOrEqual(2);
+      for (const entry of mentions) {
+        expect(entry.level, JSON.stringify(entry)).toBeLessThan(50);
+        expect(JSON.stringify(entry)).not.toMatch(/stack|    at /);
+      }
+      expect(mentions.find((e) => /unknown topic/.test(e.msg))).toMatchObject({ level: 30, code: 'validation_error', path: 'events', msg: expect.stringContaining('topics[1]: unknown topic') });
+    } finally {
+      await logged.stop();
+    }
   });
 });
 

@@ -91,7 +91,11 @@ describe('pointsRedeem (GraphQL) and POST /pointsRedemptions (REST) give the sam
     expect(rest.status).toBe(status);
     expect(rest.body.error).toBe(error);
     expect(gqlCode).toBe(error);
-    if (gql?.userErrors?.length) expect(gql.userErrors[0].message).toBe(rest.body.message);
+    // Every refusal is a userError; invalid input gives one per field, as REST's `details`.
+    const expected = rest.body.details
+      ? rest.body.details.map((d: { path: string; message: string }) => ({ code: error, field: ['input', ...d.path.split('.')], message: d.message }))
+      : [expect.objectContaining({ code: error, message: rest.body.message })];
+    expect(gql.userErrors).toEqual(expected);
   });
 
   it('an unknown customer is customer_not_found on both', async () => {

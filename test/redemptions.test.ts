@@ -92,15 +92,14 @@ describe('redemption options through GraphQL', () => {
     const second = await t.graphql(s.apiKey, CREATE, { input: { name: 'Ship', type: 'shipping', discountPrefix: 'S-', rewardValue: 10 } });
     expect(second.data.pointsRedemptionCreate.pointsRedemption.sortIndex).toBe(1);
 
-    const UPDATE = `mutation($id: ID!, $input: PointsRedemptionUpdateInput!) {
-      pointsRedemptionUpdate(id: $id, input: $input) {
+    const UPDATE = `mutation($input: PointsRedemptionUpdateInput!) {
+      pointsRedemptionUpdate(input: $input) {
         pointsRedemption { _id name discountValue minimumRequirementType minimumRequirementValue combinations status updatedAt }
         userErrors { code field message }
       }
     }`;
     const updated = await t.graphql(s.apiKey, UPDATE, {
-      id: p._id,
-      input: { discountValue: 7.5, minimumRequirementType: 'purchase_amount', minimumRequirementValue: 50, combinations: ['order_discounts', 'order_discounts'], status: false },
+      input: { id: p._id, discountValue: 7.5, minimumRequirementType: 'purchase_amount', minimumRequirementValue: 50, combinations: ['order_discounts', 'order_discounts'], status: false },
     });
     expect(updated.data.pointsRedemptionUpdate).toMatchObject({
       pointsRedemption: { _id: p._id, name: '$5 off', discountValue: 7.5, minimumRequirementValue: 50, combinations: ['order_discounts'], status: false },
@@ -108,22 +107,34 @@ describe('redemption options through GraphQL', () => {
     });
 
     // The merged result must pass the create rules: variable exchange is for amount discounts only.
-    const bad = await t.graphql(s.apiKey, UPDATE, { id: p._id, input: { type: 'percentage', exchangeType: 'variable' } });
+    const bad = await t.graphql(s.apiKey, UPDATE, { input: { id: p._id, type: 'percentage', exchangeType: 'variable' } });
     expect(bad.data.pointsRedemptionUpdate.pointsRedemption).toBeNull();
     expect(bad.data.pointsRedemptionUpdate.userErrors[0]).toMatchObject({ code: 'validation_error', field: ['input', 'exchangeType'] });
     // Going back to no minimum drops the value that no longer means anything.
-    const none = await t.graphql(s.apiKey, UPDATE, { id: p._id, input: { minimumRequirementType: 'none' } });
+    const none = await t.graphql(s.apiKey, UPDATE, { input: { id: p._id, minimumRequirementType: 'none' } });
     expect(none.data.pointsRedemptionUpdate.pointsRedemption.minimumRequirementValue).toBeNull();
 
-    const DELETE = `mutation($id: ID!) { pointsRedemptionDelete(id: $id) { pointsRedemption { _id } userErrors { code field } } }`;
-    const deleted = await t.graphql(s.apiKey, DELETE, { id: p._id });
-    expect(deleted.data.pointsRedemptionDelete).toEqual({ pointsRedemption: { _id: p._id }, userErrors: [] });
-    const again = await t.graphql(s.apiKey, DELETE, { id: p._id });
-    expect(again.data.pointsRedemptionDelete.userErrors[0].code).toBe('reward_not_found');
-    const malformed = await t.graphql(s.apiKey, DELETE, { id: 'nope' });
-    expect(malformed.data.pointsRedemptionDelete.userErrors[0].code).toBe('validation_error');
+    // A missing option names the id the mutation was given, under input.
+    const ghost = await t.graphql(s.apiKey, UPDATE, { input: { id: '0123456789abcdef01234567', name: 'x' } });
+    expect(ghost.data.pointsRedemptionUpdate.userErrors).toEqual([
+      { code: 'reward_not_found', field: ['input', 'id'], message: 'no points redemption with id 0123456789abcdef01234567' },
+    ]);
+
+    // Every delete takes its id in input and answers deleted<Resource>Id, as webhookSubscriptionDelete does.
+    const DELETE = `mutation($input: PointsRedemptionDeleteInput!) {
+      pointsRedemptionDelete(input: $input) { deletedPointsRedemptionId userErrors { code field } }
+    }`;
+    const deleted = await t.graphql(s.apiKey, DELETE, { input: { id: p._id } });
+    expect(deleted.data.pointsRedemptionDelete).toEqual({ deletedPointsRedemptionId: p._id, userErrors: [] });
+    const again = await t.graphql(s.apiKey, DELETE, { input: { id: p._id } });
+    expect(again.data.pointsRedemptionDelete).toEqual({
+      deletedPointsRedemptionId: null,
+      userErrors: [{ code: 'reward_not_found', field: ['input', 'id'] }],
+    });
+    const malformed = await t.graphql(s.apiKey, DELETE, { input: { id: 'nope' } });
+    expect(malformed.data.pointsRedemptionDelete.userErrors).toEqual([{ code: 'validation_error', field: ['input', 'id'] }]);
     // Another shop's option is as good as missing.
-    const foreign = await t.graphql(shop.apiKey, DELETE, { id: second.data.pointsRedemptionCreate.pointsRedemption._id });
+    const foreign = await t.graphql(shop.apiKey, DELETE, { input: { id: second.data.pointsRedemptionCreate.pointsRedemption._id } });
     expect(foreign.data.pointsRedemptionDelete.userErrors[0].code).toBe('reward_not_found');
   });
 
@@ -149,9 +160,13 @@ describe('redemption options through GraphQL', () => {
   ];
   it.each(badInputs)('refuses %s with validation_error', async (_name, input) => {
     const res = await t.graphql(shop.apiKey, CREATE, { input });
-    // Argument validation runs the domain's zod schema: a GraphQL error carrying the REST code.
-    expect(res.errors?.[0]?.extensions?.code).toBe('validation_error');
-    expect(res.data?.pointsRedemptionCreate ?? null).toBeNull();
+    // The domain's zod schema refuses it: a userError carrying the REST code and the path of the field.
+    expect(res.errors).toBeUndefined();
+    expect(res.data.pointsRedemptionCreate.pointsRedemption).toBeNull();
+    const [first] = res.data.pointsRedemptionCreate.userErrors;
+    expect(first.code).toBe('validation_error');
+    expect(first.field[0]).toBe('input');
+    expect(first.field.length).toBeGreaterThan(1);
   });
 });
 

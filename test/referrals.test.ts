@@ -63,6 +63,42 @@ async function ledgerOf(shopifyCustomerId: string, shopId = shop.shopId) {
   };
 }
 
+describe('GraphQL referral codes', () => {
+  const READ = 'query($id: String!) { customer(identifier: $id) { referralCode } }';
+  const CREATE = `mutation($input: ReferralCodeCreateInput!) {
+    referralCodeCreate(input: $input) { referralCode customer { shopifyCustomerId referralCode } userErrors { code field message } }
+  }`;
+  const createdFor = async (shopifyCustomerId: string) =>
+    (await events('referrals/code_created')).filter((e) => (e.data as { shopifyCustomerId: string }).shopifyCustomerId === shopifyCustomerId);
+
+  it('reads the code without creating one; referralCodeCreate creates it once and then returns it, as GET /referral does', async () => {
+    await t.customer(shop.shopId, 'gql-code');
+    expect((await t.graphql(shop.apiKey, READ, { id: 'gql-code' })).data.customer.referralCode).toBeNull();
+    expect((await t.graphql(shop.apiKey, READ, { id: 'gql-code' })).data.customer.referralCode).toBeNull();
+    expect(await createdFor('gql-code')).toHaveLength(0);
+
+    const created = (await t.graphql(shop.apiKey, CREATE, { input: { customerIdentifier: 'gql-code' } })).data.referralCodeCreate;
+    expect(created.referralCode).toMatch(CODE);
+    expect(created).toEqual({ referralCode: created.referralCode, customer: { shopifyCustomerId: 'gql-code', referralCode: created.referralCode }, userErrors: [] });
+    const again = (await t.graphql(shop.apiKey, CREATE, { input: { customerIdentifier: 'GQL-CODE@example.com' } })).data.referralCodeCreate;
+    expect(again.referralCode).toBe(created.referralCode);
+    expect(await codeOf('gql-code')).toBe(created.referralCode);
+    expect((await t.graphql(shop.apiKey, READ, { id: 'gql-code' })).data.customer.referralCode).toBe(created.referralCode);
+    expect(await createdFor('gql-code')).toHaveLength(1);
+  });
+
+  it('refuses an unknown or foreign customer and invalid input as userErrors', async () => {
+    await t.customer(other.shopId, 'gql-foreign');
+    for (const customerIdentifier of ['nobody', 'gql-foreign']) {
+      const res = (await t.graphql(shop.apiKey, CREATE, { input: { customerIdentifier } })).data.referralCodeCreate;
+      expect(res).toMatchObject({ referralCode: null, userErrors: [{ code: 'customer_not_found', field: ['input', 'customerIdentifier'] }] });
+    }
+    const blank = (await t.graphql(shop.apiKey, CREATE, { input: { customerIdentifier: '  ' } })).data.referralCodeCreate;
+    expect(blank).toMatchObject({ referralCode: null, userErrors: [{ code: 'validation_error', field: ['input', 'customerIdentifier'] }] });
+    expect(await createdFor('gql-foreign')).toHaveLength(0);
+  });
+});
+
 describe('GET /referral', () => {
   it('creates the code on first request and returns the same one after, by id or e-mail', async () => {
     await t.customer(shop.shopId, 'ref-1');
@@ -171,12 +207,16 @@ describe('referralRegister and GET /referral/referee', () => {
     const taken = await register(dave, { shopifyCustomerId: 'gina', email: 'bob@example.com' });
     expect(taken.data.referralRegister.userErrors[0].code).toBe('email_taken');
 
-    for (const customer of [{ shopifyCustomerId: 'h', email: 'not-an-email' }, { shopifyCustomerId: '', email: 'h@example.com' }, { shopifyCustomerId: 'h', email: 'h@example.com', birthday: '12/10/1990' }]) {
+    for (const [customer, field] of [
+      [{ shopifyCustomerId: 'h', email: 'not-an-email' }, 'email'],
+      [{ shopifyCustomerId: '', email: 'h@example.com' }, 'shopifyCustomerId'],
+      [{ shopifyCustomerId: 'h', email: 'h@example.com', birthday: '12/10/1990' }, 'birthday'],
+    ] as const) {
       const bad = await register(dave, customer);
-      expect(bad.errors[0].extensions.code).toBe('validation_error');
+      expect(bad.data.referralRegister).toMatchObject({ referee: null, userErrors: [{ code: 'validation_error', field: ['input', 'customer', field] }] });
     }
     const emptyCode = await register(' ', { shopifyCustomerId: 'h', email: 'h@example.com' });
-    expect(emptyCode.errors[0].extensions.code).toBe('validation_error');
+    expect(emptyCode.data.referralRegister.userErrors).toMatchObject([{ code: 'validation_error', field: ['input', 'referralCode'] }]);
   });
 
   it('grants the shop\'s referral rewards in the same transaction', async () => {
@@ -188,7 +228,7 @@ describe('referralRegister and GET /referral/referee', () => {
     const partial = await t.graphql(shop.apiKey, SETTINGS, { input: { refereePoints: 25 } });
     expect(partial.data.shopReferralSettingsUpdate.referralSettings).toEqual({ referrerPoints: 50, refereePoints: 25 });
     const negative = await t.graphql(shop.apiKey, SETTINGS, { input: { referrerPoints: -1 } });
-    expect(negative.errors[0].extensions.code).toBe('validation_error');
+    expect(negative.data.shopReferralSettingsUpdate).toEqual({ referralSettings: null, userErrors: [{ code: 'validation_error' }] });
     const read = await t.graphql(shop.apiKey, '{ shopReferralSettings { referrerPoints refereePoints } }');
     expect(read.data.shopReferralSettings).toEqual({ referrerPoints: 50, refereePoints: 25 });
 

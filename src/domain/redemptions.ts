@@ -216,16 +216,13 @@ function toColumns(v: Omit<OptionValues, 'sortIndex'>) {
   };
 }
 
-function rewardNotFound(id: string) {
-  return new NotFoundError('reward_not_found', `no points redemption with id ${id}`, ['rewardId']);
-}
 
 async function getOptionRow(db: Queryable, shopId: string, id: string, field: string, forUpdate = false) {
   if (!isId(id)) throw new ValidationError(`${field}: expected a 24-character hex id`, [{ path: field, message: 'malformed id' }]);
   let query = db.selectFrom('points_redemptions').selectAll().where('shop_id', '=', shopId).where('id', '=', id);
   if (forUpdate) query = query.forUpdate();
   const row = await query.executeTakeFirst();
-  if (!row) throw rewardNotFound(id);
+  if (!row) throw new NotFoundError('reward_not_found', `no points redemption with id ${id}`, [field]);
   return row;
 }
 

@@ -12,7 +12,7 @@ import {
   upsertCustomerIn,
 } from './customers.js';
 import { ConflictError, NotFoundError, RuleViolationError } from './errors.js';
-import { recordEvent, recordEvents } from './events.js';
+import { recordEvent } from './events.js';
 import { newId, randomString, READABLE_ALPHABET } from './ids.js';
 import { customerPageQuerySchema, offsetOf } from './offset-pages.js';
 import { decodeSeqCursor, encodeCursor, type Page, type PageArgs, pagesBySeq } from './pagination.js';
@@ -98,48 +98,31 @@ export async function ensureReferralCode(db: DB, shopId: string, customer: Custo
 }
 
 /**
- * ensureReferralCode for many customers (a list of customers with their codes), in the order of
- * `customers`: one read, and for the customers without a code yet one transaction that inserts
- * theirs and their events together. A customer whose row did not go in (another request created
- * its code meanwhile, or the drawn code was taken) is then done one by one, as ensureReferralCode does.
+ * The referral codes of many customers, in the order of `ids`; null for one that has none yet.
+ * Read only: a code is created by a request that asks for it (GET /referral, referralCodeCreate).
  */
-export async function ensureReferralCodes(db: DB, shopId: string, customers: readonly Customer[]): Promise<string[]> {
-  if (customers.length === 0) return [];
-  const codes = new Map<string, string>();
-  const existing = await db.selectFrom('referral_codes').select(['customer_id', 'code']).where('customer_id', 'in', customers.map((c) => c._id)).execute();
-  for (const row of existing) codes.set(row.customer_id, row.code);
-  const missing = [...new Map(customers.filter((c) => !codes.has(c._id)).map((c) => [c._id, c])).values()];
-  if (missing.length > 0) {
-    await inTransaction(db, async (trx) => {
-      const inserted = await trx
-        .insertInto('referral_codes')
-        .values(missing.map((c) => ({ customer_id: c._id, shop_id: shopId, code: randomString(REFERRAL_CODE_LENGTH, READABLE_ALPHABET) })))
-        .onConflict((oc) => oc.doNothing())
-        .returningAll()
-        .execute();
-      const byId = new Map(missing.map((c) => [c._id, c]));
-      await recordEvents(
-        trx,
-        shopId,
-        inserted.map((row) => {
-          const customer = byId.get(row.customer_id)!;
-          const data = { referralCode: row.code, customer: customer._id, shopifyCustomerId: customer.shopifyCustomerId, email: customer.email, createdAt: row.created_at };
-          return { type: 'referrals/code_created' as const, data };
-        }),
-      );
-      for (const row of inserted) codes.set(row.customer_id, row.code);
-      for (const customer of missing) if (!codes.has(customer._id)) codes.set(customer._id, await ensureReferralCodeIn(trx, shopId, customer));
-    });
-  }
-  return customers.map((c) => codes.get(c._id)!);
+export async function referralCodesOf(db: DB, shopId: string, ids: readonly string[]): Promise<Array<string | null>> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('referral_codes').select(['customer_id', 'code']).where('shop_id', '=', shopId).where('customer_id', 'in', ids).execute();
+  const codes = new Map(rows.map((row) => [row.customer_id, row.code]));
+  return ids.map((id) => codes.get(id) ?? null);
 }
 
 const referralCodeQuerySchema = z.object({ customerIdentifier: customerIdentifierSchema });
 
+/**
+ * The code of the customer `customerIdentifier` names, created (with its event) on first request:
+ * GET /referral (the contract) and GraphQL referralCodeCreate.
+ */
+export async function getOrCreateReferralCode(db: DB, shopId: string, input: unknown): Promise<{ referralCode: string; customer: Customer }> {
+  const { customerIdentifier } = parseInput(referralCodeQuerySchema, input);
+  const customer = toCustomer(await getCustomer(db, shopId, customerIdentifier));
+  return { referralCode: await ensureReferralCode(db, shopId, customer), customer };
+}
+
 /** GET /referral: the code of the customer the query's `customerIdentifier` names. */
 export async function getReferralCode(db: DB, shopId: string, query: unknown): Promise<string> {
-  const { customerIdentifier } = parseInput(referralCodeQuerySchema, query);
-  return ensureReferralCode(db, shopId, toCustomer(await getCustomer(db, shopId, customerIdentifier)));
+  return (await getOrCreateReferralCode(db, shopId, query)).referralCode;
 }
 
 function refereesOf(db: Queryable, shopId: string) {

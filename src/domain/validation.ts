@@ -41,7 +41,11 @@ function pathToNul(value: unknown, path: PropertyKey[] = []): PropertyKey[] | nu
 
 type Issue = { path: ReadonlyArray<PropertyKey>; message: string };
 
-const issueText = (i: Issue) => (i.path.length ? `${i.path.map(String).join('.')}: ${i.message}` : i.message);
+/** `topics[0]`, `lineItems[2].price`: a path as a reader writes it, not `topics.0`. */
+const readablePath = (path: ReadonlyArray<PropertyKey>) =>
+  path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join('');
+
+const issueText = (i: Issue) => (i.path.length ? `${readablePath(i.path)}: ${i.message}` : i.message);
 
 /** The summary names the first issue; `details` has them all. */
 export function validationErrorFrom(issues: ReadonlyArray<Issue>): ValidationError {

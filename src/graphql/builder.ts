@@ -1,13 +1,11 @@
 import SchemaBuilder from '@pothos/core';
 import DataloaderPlugin from '@pothos/plugin-dataloader';
 import RelayPlugin from '@pothos/plugin-relay';
-import ValidationPlugin from '@pothos/plugin-validation';
 import { GraphQLError } from 'graphql';
 import type { DB } from '../db/database.js';
 import type { ApiKeyRef, Shop } from '../domain/shops.js';
 import type { EventBus } from '../events/bus.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
-import { validationErrorFrom } from '../domain/validation.js';
 
 export type GraphQLContext = {
   db: DB;
@@ -25,7 +23,7 @@ export const builder = new SchemaBuilder<{
   DefaultFieldNullability: false;
   DefaultInputFieldRequiredness: true;
 }>({
-  plugins: [RelayPlugin, ValidationPlugin, DataloaderPlugin],
+  plugins: [RelayPlugin, DataloaderPlugin],
   defaultFieldNullability: false,
   defaultInputFieldRequiredness: true,
   relay: {
@@ -34,15 +32,6 @@ export const builder = new SchemaBuilder<{
     nodesQueryOptions: false,
     clientMutationId: 'omit',
     cursorType: 'String',
-  },
-  validation: {
-    // Argument validation uses the domain's zod schemas; a failure carries the REST error code.
-    validationError: (failure) => {
-      const err = validationErrorFrom(
-        failure.issues.map((i) => ({ path: (i.path ?? []).map((p) => (typeof p === 'object' ? p.key : p)), message: i.message })),
-      );
-      return new GraphQLError(err.message, { extensions: { code: err.code, details: err.details } });
-    },
   },
 });
 

@@ -1,18 +1,23 @@
 import { ValidationError } from '../domain/errors.js';
 import type { Page, PageArgs } from '../domain/pagination.js';
+import { builder } from './builder.js';
 
-type RelayArgs = { first?: number | null; after?: string | null; last?: number | null; before?: string | null };
+type RelayArgs = { first?: number | null; after?: string | null };
 
 export const DEFAULT_PAGE = 20;
 export const MAX_PAGE = 250;
 
-/** Connections page forward only (keyset cursors): `first` 1..250, default 20, and `after`. */
+/**
+ * Connections page forward only (keyset cursors), so they offer `first` and `after` and nothing
+ * else: Pothos's connection helpers would add `last` and `before` too, only to refuse them.
+ */
+export const PAGE_ARGS = builder.args((t) => ({
+  first: t.int({ required: false, description: `Page width, 1 to ${MAX_PAGE}; ${DEFAULT_PAGE} when omitted.` }),
+  after: t.string({ required: false, description: 'The endCursor of the previous page.' }),
+}));
+
+/** `first` 1..250, default 20, and `after`. */
 export function forwardPageArgs(args: RelayArgs): PageArgs {
-  if (args.last != null || args.before != null) {
-    throw new ValidationError('connections page forward only: use first and after', [
-      { path: args.last != null ? 'last' : 'before', message: 'not supported' },
-    ]);
-  }
   const first = args.first ?? DEFAULT_PAGE;
   if (!Number.isInteger(first) || first < 1 || first > MAX_PAGE) {
     throw new ValidationError(`first must be between 1 and ${MAX_PAGE}`, [{ path: 'first', message: 'out of range' }]);

@@ -1,8 +1,8 @@
-import { customerInputSchema, findCustomer, listCustomers, toCustomer, upsertCustomer, type Customer as CustomerShape } from '../domain/customers.js';
+import { findCustomer, listCustomers, toCustomer, upsertCustomer, type Customer as CustomerShape } from '../domain/customers.js';
 import { listActivitiesOfCustomers } from '../domain/points.js';
 import { Activity } from './activity.js';
 import { BATCH_ONLY, builder } from './builder.js';
-import { connectionsOf, forwardPageArgs, toConnection } from './connections.js';
+import { connectionsOf, forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 const ActivityConnection = builder.connectionObject({ type: Activity, name: 'ActivityConnection' }, { name: 'ActivityEdge' });
@@ -20,7 +20,7 @@ export const Customer = builder.objectRef<CustomerShape>('Customer').implement({
     activities: t.loadable({
       type: ActivityConnection,
       description: 'The points ledger, newest first.',
-      args: t.arg.connectionArgs(),
+      args: PAGE_ARGS,
       byPath: true,
       loaderOptions: BATCH_ONLY,
       load: (customerIds: string[], ctx, args) => connectionsOf(args, (page) => listActivitiesOfCustomers(ctx.db, ctx.shop.id, customerIds, page)),
@@ -40,13 +40,13 @@ builder.queryFields((t) => ({
       return row ? toCustomer(row) : null;
     },
   }),
-  customers: t.connection({
-    type: Customer,
+  customers: t.field({
+    type: builder.connectionObject({ type: Customer, name: 'CustomerConnection' }, { name: 'CustomerEdge' }),
     description: 'Customers ordered by e-mail.',
-    args: { emailPrefix: t.arg.string({ required: false, description: 'Only e-mails starting with this (case-insensitive).' }) },
+    args: { ...PAGE_ARGS, emailPrefix: t.arg.string({ required: false, description: 'Only e-mails starting with this (case-insensitive).' }) },
     resolve: async (_root, args, ctx) =>
       toConnection(await listCustomers(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), emailPrefix: args.emailPrefix })),
-  }, { name: 'CustomerConnection' }, { name: 'CustomerEdge' }),
+  }),
 }));
 
 export const CustomerInput = builder.inputType('CustomerInput', {
@@ -71,7 +71,7 @@ builder.mutationFields((t) => ({
   customerUpsert: t.field({
     type: CustomerUpsertPayload,
     description: 'Creates a customer, or updates the e-mail and birthday of the one with that shopifyCustomerId.',
-    args: { input: t.arg({ type: CustomerInput, required: true, validate: customerInputSchema }) },
+    args: { input: t.arg({ type: CustomerInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => upsertCustomer(ctx.db, ctx.shop.id, input)),
   }),
 }));

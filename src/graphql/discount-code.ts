@@ -1,10 +1,10 @@
 import type { Customer as CustomerShape } from '../domain/customers.js';
 import { type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers } from '../domain/discount-codes.js';
 import type { Activity as ActivityShape } from '../domain/points.js';
-import { pointsRedeemSchema, redeemPoints } from '../domain/redemptions.js';
+import { redeemPoints } from '../domain/redemptions.js';
 import { Activity } from './activity.js';
 import { BATCH_ONLY, builder } from './builder.js';
-import { connectionsOf } from './connections.js';
+import { connectionsOf, PAGE_ARGS } from './connections.js';
 import { Customer } from './customer.js';
 import { PointsRedemptionType } from './redemption.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
@@ -34,7 +34,7 @@ builder.objectFields(Customer, (t) => ({
   discountCodes: t.loadable({
     type: DiscountCodeConnection,
     description: 'Codes the customer bought with points, newest first.',
-    args: t.arg.connectionArgs(),
+    args: PAGE_ARGS,
     byPath: true,
     loaderOptions: BATCH_ONLY,
     load: (customerIds: string[], ctx, args) => connectionsOf(args, (page) => listDiscountCodesOfCustomers(ctx.db, ctx.shop.id, customerIds, page)),
@@ -69,7 +69,7 @@ builder.mutationFields((t) => ({
   pointsRedeem: t.field({
     type: PointsRedeemPayload,
     description: 'Spends points on a discount code, like POST /pointsRedemptions.',
-    args: { input: t.arg({ type: PointsRedeemInput, required: true, validate: pointsRedeemSchema }) },
+    args: { input: t.arg({ type: PointsRedeemInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => redeemPoints(ctx.db, ctx.shop.id, input)),
   }),
 }));

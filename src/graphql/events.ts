@@ -31,10 +31,13 @@ const CustomerPointsChange = builder.objectRef<ActivityShape>('CustomerPointsCha
   }),
 });
 
-const topicsSchema = z
-  .array(z.string().refine(isSubscribableTopic, 'unknown topic: use one from webhookTopics, or <group>/*'))
-  .min(1, 'name at least one topic')
-  .max(50);
+// Parsed as the arguments object, so a refusal names the argument: `topics[1]: unknown topic "points/nope"…`.
+const eventsArgsSchema = z.object({
+  topics: z
+    .array(z.string().refine(isSubscribableTopic, { error: (issue) => `unknown topic ${JSON.stringify(issue.input)}: use one from webhookTopics, or <group>/*` }))
+    .min(1, 'name at least one topic')
+    .max(50),
+});
 
 builder.subscriptionFields((t) => ({
   events: t.field({
@@ -42,7 +45,7 @@ builder.subscriptionFields((t) => ({
     description: 'The shop\'s events on these topics (catalog topics or `group/*`), as they commit.',
     args: { topics: t.arg.stringList({ required: true }) },
     subscribe: async (_root, args, ctx) => {
-      const topics = parseInput(topicsSchema, args.topics);
+      const { topics } = parseInput(eventsArgsSchema, args);
       return ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: ctx.apiKey.id }, (event) => topics.some((topic) => topicMatches(topic, event.type)));
     },
     resolve: (event) => event,

@@ -8,15 +8,13 @@ import {
   listPointsRedemptions,
   MINIMUM_REQUIREMENT_TYPES,
   type PointsRedemption as PointsRedemptionShape,
-  pointsRedemptionInputSchema,
-  pointsRedemptionUpdateSchema,
   PURCHASE_TYPES,
   REDEMPTION_TYPES,
   updatePointsRedemption,
 } from '../domain/redemptions.js';
 import { builder } from './builder.js';
-import { forwardPageArgs, toConnection } from './connections.js';
-import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
+import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
+import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 export const PointsRedemptionType = builder.enumType('PointsRedemptionType', { values: REDEMPTION_TYPES });
 const ExchangeType = builder.enumType('PointsRedemptionExchangeType', { values: EXCHANGE_TYPES });
@@ -62,10 +60,11 @@ export const PointsRedemption = builder.objectRef<PointsRedemptionShape>('Points
   }),
 });
 
-/** One input shape for create (name, type, rewardValue required) and update (everything optional). */
+/** One input shape for create (name, type, rewardValue required) and update (the option's id, then everything optional). */
 function pointsRedemptionInput(name: string, create: boolean) {
   return builder.inputType(name, {
     fields: (t) => ({
+      ...(create ? {} : { id: t.id({ description: 'The `_id` of the option to change.' }) }),
       name: t.string({ required: create }),
       type: t.field({ type: PointsRedemptionType, required: create }),
       rewardValue: t.int({ required: create }),
@@ -92,6 +91,10 @@ function pointsRedemptionInput(name: string, create: boolean) {
 const PointsRedemptionInput = pointsRedemptionInput('PointsRedemptionInput', true);
 const PointsRedemptionUpdateInput = pointsRedemptionInput('PointsRedemptionUpdateInput', false);
 
+const PointsRedemptionDeleteInput = builder.inputType('PointsRedemptionDeleteInput', {
+  fields: (t) => ({ id: t.id({ description: 'The `_id` of the option to delete.' }) }),
+});
+
 function pointsRedemptionPayload(name: string) {
   return builder.objectRef<{ pointsRedemption?: PointsRedemptionShape; userErrors: UserErrorShape[] }>(name).implement({
     fields: (t) => ({
@@ -102,43 +105,41 @@ function pointsRedemptionPayload(name: string) {
 }
 
 builder.queryFields((t) => ({
-  pointsRedemptions: t.connection(
-    {
-      type: PointsRedemption,
-      description: 'The shop\'s redemption options by sortIndex, like GET /pointsRedemptions.',
-      args: {
-        customerIdentifier: t.arg.string({ required: false, description: 'The customer `redeemable` is computed for.' }),
+  pointsRedemptions: t.field({
+    type: builder.connectionObject({ type: PointsRedemption, name: 'PointsRedemptionConnection' }, { name: 'PointsRedemptionEdge' }),
+    description: 'The shop\'s redemption options by sortIndex, like GET /pointsRedemptions.',
+    args: {
+      ...PAGE_ARGS,
+      customerIdentifier: t.arg.string({ required: false, description: 'The customer `redeemable` is computed for.' }),
       },
       resolve: async (_root, args, ctx) =>
         toConnection(
           await listPointsRedemptions(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), customerIdentifier: args.customerIdentifier }),
         ),
-    },
-    { name: 'PointsRedemptionConnection' },
-    { name: 'PointsRedemptionEdge' },
-  ),
+  }),
 }));
 
 builder.mutationFields((t) => ({
   pointsRedemptionCreate: t.field({
     type: pointsRedemptionPayload('PointsRedemptionCreatePayload'),
     description: 'Adds a way to redeem points.',
-    args: { input: t.arg({ type: PointsRedemptionInput, required: true, validate: pointsRedemptionInputSchema }) },
+    args: { input: t.arg({ type: PointsRedemptionInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => createPointsRedemption(ctx.db, ctx.shop.id, input)),
   }),
   pointsRedemptionUpdate: t.field({
     type: pointsRedemptionPayload('PointsRedemptionUpdatePayload'),
     description: 'Changes the given fields of a redemption option.',
-    args: {
-      id: t.arg.id({ required: true }),
-      input: t.arg({ type: PointsRedemptionUpdateInput, required: true, validate: pointsRedemptionUpdateSchema }),
-    },
-    resolve: (_root, { id, input }, ctx) => withUserErrors(() => updatePointsRedemption(ctx.db, ctx.shop.id, String(id), input)),
+    args: { input: t.arg({ type: PointsRedemptionUpdateInput, required: true }) },
+    resolve: (_root, { input: { id, ...input } }, ctx) => withUserErrors(() => updatePointsRedemption(ctx.db, ctx.shop.id, String(id), input)),
   }),
   pointsRedemptionDelete: t.field({
-    type: pointsRedemptionPayload('PointsRedemptionDeletePayload'),
+    type: deletePayload('PointsRedemptionDeletePayload', 'deletedPointsRedemptionId'),
     description: 'Removes a redemption option; codes it issued stay valid.',
-    args: { id: t.arg.id({ required: true }) },
-    resolve: (_root, { id }, ctx) => withUserErrors(() => deletePointsRedemption(ctx.db, ctx.shop.id, String(id))),
+    args: { input: t.arg({ type: PointsRedemptionDeleteInput, required: true }) },
+    resolve: (_root, { input }, ctx) =>
+      withUserErrors(async () => {
+        await deletePointsRedemption(ctx.db, ctx.shop.id, String(input.id));
+        return { deletedId: String(input.id) };
+      }),
   }),
 }));

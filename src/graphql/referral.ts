@@ -1,17 +1,16 @@
 import type { Customer as CustomerShape } from '../domain/customers.js';
 import {
-  ensureReferralCodes,
+  getOrCreateReferralCode,
   getReferralSettings,
   listRefereesOfReferrers,
+  referralCodesOf,
   type Referee as RefereeShape,
   type ReferralSettings as ReferralSettingsShape,
-  referralRegisterSchema,
-  referralSettingsInputSchema,
   registerReferral,
   updateReferralSettings,
 } from '../domain/referrals.js';
 import { BATCH_ONLY, builder } from './builder.js';
-import { connectionsOf } from './connections.js';
+import { connectionsOf, PAGE_ARGS } from './connections.js';
 import { Customer, CustomerInput } from './customer.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -48,15 +47,16 @@ const RefereeConnection = builder.connectionObject({ type: Referee, name: 'Refer
 builder.objectFields(Customer, (t) => ({
   referralCode: t.loadable({
     type: 'String',
-    description: 'The customer\'s referral code, generated on first read as GET /referral does.',
+    nullable: true,
+    description: 'The customer\'s referral code; null until one is created (referralCodeCreate, or GET /referral).',
     loaderOptions: BATCH_ONLY,
-    load: (customers: CustomerShape[], ctx) => ensureReferralCodes(ctx.db, ctx.shop.id, customers),
-    resolve: (customer) => customer,
+    load: (customerIds: string[], ctx) => referralCodesOf(ctx.db, ctx.shop.id, customerIds),
+    resolve: (customer) => customer._id,
   }),
   referees: t.loadable({
     type: RefereeConnection,
     description: 'Customers who signed up with this customer\'s code, in sign-up order.',
-    args: t.arg.connectionArgs(),
+    args: PAGE_ARGS,
     byPath: true,
     loaderOptions: BATCH_ONLY,
     load: (customerIds: string[], ctx, args) => connectionsOf(args, (page) => listRefereesOfReferrers(ctx.db, ctx.shop.id, customerIds, page)),
@@ -91,6 +91,20 @@ const ReferralRegisterPayload = builder
     }),
   });
 
+const ReferralCodeCreateInput = builder.inputType('ReferralCodeCreateInput', {
+  fields: (t) => ({ customerIdentifier: t.string({ description: 'Shop customer id or e-mail.' }) }),
+});
+
+const ReferralCodeCreatePayload = builder
+  .objectRef<{ referralCode?: string; customer?: CustomerShape; userErrors: UserErrorShape[] }>('ReferralCodeCreatePayload')
+  .implement({
+    fields: (t) => ({
+      referralCode: t.string({ nullable: true, resolve: (p) => p.referralCode ?? null }),
+      customer: t.field({ type: Customer, nullable: true, resolve: (p) => p.customer ?? null }),
+      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+    }),
+  });
+
 const ShopReferralSettingsInput = builder.inputType('ShopReferralSettingsInput', {
   fields: (t) => ({
     referrerPoints: t.int({ required: false, description: 'Points for the referrer per referee; omitted keeps the current value.' }),
@@ -108,18 +122,26 @@ const ShopReferralSettingsUpdatePayload = builder
   });
 
 builder.mutationFields((t) => ({
+  referralCodeCreate: t.field({
+    type: ReferralCodeCreatePayload,
+    description:
+      'Gives the customer a referral code (a referrals/code_created event), like the first GET /referral; ' +
+      'returns the existing code, changing nothing, when the customer has one.',
+    args: { input: t.arg({ type: ReferralCodeCreateInput, required: true }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(() => getOrCreateReferralCode(ctx.db, ctx.shop.id, input)),
+  }),
   referralRegister: t.field({
     type: ReferralRegisterPayload,
     description:
       'Signs a customer up with a referral code: creates (or links) the referee and grants the shop\'s referral rewards. ' +
       'Registering again with the same referrer changes nothing; self-referral and a second referrer are refused.',
-    args: { input: t.arg({ type: ReferralRegisterInput, required: true, validate: referralRegisterSchema }) },
+    args: { input: t.arg({ type: ReferralRegisterInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => registerReferral(ctx.db, ctx.shop.id, input)),
   }),
   shopReferralSettingsUpdate: t.field({
     type: ShopReferralSettingsUpdatePayload,
     description: 'Sets the points granted to referrer and referee when a referee signs up.',
-    args: { input: t.arg({ type: ShopReferralSettingsInput, required: true, validate: referralSettingsInputSchema }) },
+    args: { input: t.arg({ type: ShopReferralSettingsInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => updateReferralSettings(ctx.db, ctx.shop.id, input)),
   }),
 }));

@@ -1,6 +1,5 @@
-import { getShopSettings, type ShopSettings as ShopSettingsShape, shopSettingsInputSchema, updateShopSettings } from '../domain/shop-settings.js';
+import { getShopSettings, type ShopSettings as ShopSettingsShape, updateShopSettings } from '../domain/shop-settings.js';
 import {
-  apiKeyRevokeInputSchema,
   type ApiKeyInfo,
   createApiKey,
   listApiKeys,
@@ -114,7 +113,7 @@ builder.mutationFields((t) => ({
     description:
       'Changes the given settings. A new rate limit applies at once on the instance that served this, within 30 s on others; ' +
       'a new retention applies at the next purge (hourly).',
-    args: { input: t.arg({ type: ShopSettingsInput, required: true, validate: shopSettingsInputSchema }) },
+    args: { input: t.arg({ type: ShopSettingsInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => updateShopSettings(ctx.db, ctx.shop.id, input)),
   }),
   apiKeyCreate: t.field({
@@ -132,7 +131,7 @@ builder.mutationFields((t) => ({
     description:
       'Revokes one of the shop\'s keys: refused on every instance from the next request; the live subscriptions and ' +
       'graphql-ws connections opened with it end within 2 s. A key cannot revoke itself (api_key_in_use): revoke it with another key.',
-    args: { input: t.arg({ type: ApiKeyRevokeInput, required: true, validate: apiKeyRevokeInputSchema }) },
+    args: { input: t.arg({ type: ApiKeyRevokeInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
         const apiKey = await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, ctx.apiKey);

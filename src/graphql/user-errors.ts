@@ -1,4 +1,4 @@
-import { DomainError } from '../domain/errors.js';
+import { DomainError, ValidationError } from '../domain/errors.js';
 import { builder } from './builder.js';
 
 export type UserErrorShape = { code: string; field: string[] | null; message: string };
@@ -13,8 +13,23 @@ export const UserError = builder.objectRef<UserErrorShape>('UserError').implemen
 });
 
 /**
+ * Every delete mutation answers the same way: the id it deleted, as `deleted<Resource>Id` (null when
+ * refused), and userErrors. The resolver returns `{ deletedId }`.
+ */
+export function deletePayload(name: string, idField: `deleted${string}Id`) {
+  return builder.objectRef<{ deletedId?: string; userErrors: UserErrorShape[] }>(name).implement({
+    fields: (t) => ({
+      [idField]: t.id({ nullable: true, resolve: (p) => p.deletedId ?? null }),
+      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+    }),
+  });
+}
+
+/**
  * Runs a mutation's domain call; a DomainError becomes the payload's `userErrors` (Shopify's
- * convention) while anything else stays a GraphQL error, masked by Yoga.
+ * convention) while anything else stays a GraphQL error, masked by Yoga. The domain validates every
+ * input, so invalid input arrives here too: one userError per field at fault, its path under `input`
+ * (every mutation takes one `input` argument). Top-level errors stay for auth and malformed operations.
  */
 export async function withUserErrors<T extends object>(
   run: () => Promise<T>,
@@ -23,7 +38,15 @@ export async function withUserErrors<T extends object>(
     return { ...(await run()), userErrors: [] };
   } catch (err) {
     if (!(err instanceof DomainError)) throw err;
-    const userError = { code: err.code, field: err.field ? ['input', ...err.field] : null, message: err.message };
-    return { userErrors: [userError] } as Partial<T> & { userErrors: UserErrorShape[] };
+    return { userErrors: userErrorsOf(err) } as Partial<T> & { userErrors: UserErrorShape[] };
   }
 }
+
+function userErrorsOf(err: DomainError): UserErrorShape[] {
+  if (err instanceof ValidationError && err.details.length) {
+    return err.details.map((d) => ({ code: err.code, field: inputPath(d.path.split('.').filter(Boolean)), message: d.message }));
+  }
+  return [{ code: err.code, field: err.field ? inputPath(err.field) : null, message: err.message }];
+}
+
+const inputPath = (path: string[]) => ['input', ...path];

@@ -10,7 +10,7 @@ import {
   type WebhookDeliveryAttempt as WebhookDeliveryAttemptShape,
 } from '../domain/webhook-deliveries.js';
 import { BATCH_ONLY, builder } from './builder.js';
-import { forwardPageArgs, toConnection } from './connections.js';
+import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 const WebhookDeliveryStatus = builder.enumType('WebhookDeliveryStatus', {
@@ -68,23 +68,20 @@ const WebhookDelivery = builder.objectRef<WebhookDeliveryShape>('WebhookDelivery
 });
 
 builder.queryFields((t) => ({
-  webhookDeliveries: t.connection(
-    {
-      type: WebhookDelivery,
-      description: 'The shop\'s webhook deliveries, newest first (those of deleted subscriptions included).',
-      args: {
-        subscriptionId: t.arg.id({ required: false }),
-        status: t.arg({ type: WebhookDeliveryStatus, required: false }),
-        topic: t.arg.string({ required: false, description: 'A topic, or `group/*`.' }),
-      },
-      resolve: async (_root, args, ctx) => {
-        const filter = { subscriptionId: args.subscriptionId == null ? undefined : String(args.subscriptionId), status: args.status ?? undefined, topic: args.topic ?? undefined };
-        return toConnection(await listDeliveriesPage(ctx.db, ctx.shop.id, filter, forwardPageArgs(args)));
-      },
+  webhookDeliveries: t.field({
+    type: builder.connectionObject({ type: WebhookDelivery, name: 'WebhookDeliveryConnection' }, { name: 'WebhookDeliveryEdge' }),
+    description: 'The shop\'s webhook deliveries, newest first (those of deleted subscriptions included).',
+    args: {
+      ...PAGE_ARGS,
+      subscriptionId: t.arg.id({ required: false }),
+      status: t.arg({ type: WebhookDeliveryStatus, required: false }),
+      topic: t.arg.string({ required: false, description: 'A topic, or `group/*`.' }),
     },
-    { name: 'WebhookDeliveryConnection' },
-    { name: 'WebhookDeliveryEdge' },
-  ),
+    resolve: async (_root, args, ctx) => {
+      const filter = { subscriptionId: args.subscriptionId == null ? undefined : String(args.subscriptionId), status: args.status ?? undefined, topic: args.topic ?? undefined };
+      return toConnection(await listDeliveriesPage(ctx.db, ctx.shop.id, filter, forwardPageArgs(args)));
+    },
+  }),
   webhookDelivery: t.field({
     type: WebhookDelivery,
     nullable: true,

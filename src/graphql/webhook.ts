@@ -9,9 +9,9 @@ import {
   type WebhookSubscription as WebhookSubscriptionShape,
 } from '../domain/webhook-subscriptions.js';
 import { builder } from './builder.js';
-import { forwardPageArgs, toConnection } from './connections.js';
+import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { markResponseSecret } from './no-store.js';
-import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
+import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 const WebhookTopic = builder.objectRef<{ topic: string; description: string }>('WebhookTopic').implement({
   description: 'A topic of the webhook catalog.',
@@ -51,15 +51,12 @@ builder.queryFields((t) => ({
     description: 'The topics a webhook subscription can name.',
     resolve: () => listWebhookTopics(),
   }),
-  webhookSubscriptions: t.connection(
-    {
-      type: WebhookSubscription,
-      description: 'The shop\'s webhook subscriptions, newest first.',
-      resolve: async (_root, args, ctx) => toConnection(await listSubscriptions(ctx.db, ctx.shop.id, forwardPageArgs(args))),
-    },
-    { name: 'WebhookSubscriptionConnection' },
-    { name: 'WebhookSubscriptionEdge' },
-  ),
+  webhookSubscriptions: t.field({
+    type: builder.connectionObject({ type: WebhookSubscription, name: 'WebhookSubscriptionConnection' }, { name: 'WebhookSubscriptionEdge' }),
+    description: 'The shop\'s webhook subscriptions, newest first.',
+    args: PAGE_ARGS,
+    resolve: async (_root, args, ctx) => toConnection(await listSubscriptions(ctx.db, ctx.shop.id, forwardPageArgs(args))),
+  }),
 }));
 
 const WebhookSubscriptionCreateInput = builder.inputType('WebhookSubscriptionCreateInput', {
@@ -124,14 +121,7 @@ const WebhookSubscriptionUpdatePayload = subscriptionPayload('WebhookSubscriptio
 const WebhookSubscriptionRotateSecretPayload = subscriptionPayload('WebhookSubscriptionRotateSecretPayload', true);
 const WebhookSubscriptionEnablePayload = subscriptionPayload('WebhookSubscriptionEnablePayload', false);
 
-const WebhookSubscriptionDeletePayload = builder
-  .objectRef<{ deletedWebhookSubscriptionId?: string; userErrors: UserErrorShape[] }>('WebhookSubscriptionDeletePayload')
-  .implement({
-    fields: (t) => ({
-      deletedWebhookSubscriptionId: t.id({ nullable: true, resolve: (p) => p.deletedWebhookSubscriptionId ?? null }),
-      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
-    }),
-  });
+const WebhookSubscriptionDeletePayload = deletePayload('WebhookSubscriptionDeletePayload', 'deletedWebhookSubscriptionId');
 
 // The GraphQL twins of the REST subscription endpoints; they share those endpoints' rate limits.
 // The domain validates every input, so an unknown topic or a refused URL is a userError, as in REST a 400.
@@ -179,7 +169,7 @@ builder.mutationFields((t) => ({
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
         await deleteSubscription(ctx.db, ctx.shop.id, String(input.id));
-        return { deletedWebhookSubscriptionId: String(input.id) };
+        return { deletedId: String(input.id) };
       }),
   }),
 }));

@@ -2,7 +2,6 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { createYoga, maskError, type Plugin } from 'graphql-yoga';
-import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { databaseBusy } from '../db/busy.js';
 import type { DB } from '../db/database.js';
 import type { EventBus } from '../events/bus.js';
@@ -11,6 +10,7 @@ import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { GraphQLContext } from './builder.js';
+import { renderGraphiQLWithApiKey } from './graphiql-page.js';
 import { useHeavyOperationQueue } from './heavy-operations.js';
 import { useLimits } from './limits.js';
 import { perOperation } from './per-operation.js';
@@ -22,7 +22,7 @@ import { schema } from './schema.js';
 export type ServerContext = { req: Pick<FastifyRequest, 'shop' | 'apiKey'>; reply?: FastifyReply };
 
 export const EXAMPLE_OPERATIONS = `# Loyalty GraphQL. Also here: the REST reference at /docs, live events at /dashboard.
-# Add your API key under Headers: {"Authorization": "Bearer lk_..."}, then pick an operation to run.
+# The API key you gave is sent with every operation (this tab keeps it until closed); pick one to run.
 query Customer {
   customer(identifier: "demo-1001") {
     email
@@ -63,6 +63,12 @@ export function unauthenticatedError(): GraphQLError {
   return new GraphQLError('a valid API key is required: Authorization: Bearer <key>', {
     extensions: { code: 'unauthorized', http: { status: 401, headers: { 'www-authenticate': 'Bearer' } } },
   });
+}
+
+/** The DomainError behind an error Yoga reports, if any: the client's mistake, answered with its code. */
+function clientMistake(err: unknown): DomainError | undefined {
+  const original = err instanceof GraphQLError ? err.originalError : err;
+  return original instanceof DomainError ? original : undefined;
 }
 
 /** Runs of one document before it is compiled: one-off documents are not worth the milliseconds. */
@@ -111,11 +117,18 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
       debug: (...args) => logger.debug(args.map(String).join(' ')),
       info: (...args) => logger.info(args.map(String).join(' ')),
       warn: (...args) => logger.warn(args.map(String).join(' ')),
-      error: (...args) => logger.error({ err: args.find((a) => a instanceof Error) }, args.map(String).join(' ')),
+      error: (...args) => {
+        const err = args.find((a) => a instanceof Error);
+        const mistake = clientMistake(err);
+        // Yoga logs every error its masking replaced, ours included: a client's mistake (bad input, an
+        // unknown topic or customer) is answered with its code and is no server fault.
+        if (mistake) logger.info({ code: mistake.code, path: err instanceof GraphQLError ? err.path?.join('.') : undefined }, `GraphQL client error: ${mistake.message}`);
+        else logger.error({ err }, args.map(String).join(' '));
+      },
     },
     graphiql: { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL · REST reference at /docs · live events at /dashboard' },
-    // GraphiQL bundled into the page: nothing loaded from a CDN.
-    renderGraphiQL,
+    // GraphiQL bundled into the page (nothing loaded from a CDN), asking for the API key first.
+    renderGraphiQL: renderGraphiQLWithApiKey,
     landingPage: false,
     context: ({ req }) => {
       if (!req.shop || !req.apiKey) throw unauthenticatedError();

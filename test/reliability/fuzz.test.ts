@@ -369,10 +369,10 @@ const GQL_DOCUMENTS = [
   'mutation { webhookSubscriptionDelete(input: { id: "0123456789abcdef01234567" }) { userErrors { code } } }',
   'mutation { webhookSubscriptionRotateSecret(input: { id: "SUB", graceHours: 25 }) { userErrors { code } } }',
   'mutation { webhookSubscriptionUpdate(input: { id: "SUB", callbackUrl: "ftp://x" }) { userErrors { code } } }',
-  'mutation { pointsRedemptionUpdate(id: "REWARD", input: { rewardValue: -1 }) { userErrors { code } } }',
-  'mutation { pointsRedemptionUpdate(id: "REWARD", input: { discountValue: 1e400 }) { userErrors { code } } }',
+  'mutation { pointsRedemptionUpdate(input: { id: "REWARD", rewardValue: -1 }) { userErrors { code } } }',
+  'mutation { pointsRedemptionUpdate(input: { id: "REWARD", discountValue: 1e400 }) { userErrors { code } } }',
   'mutation { pointsRedemptionCreate(input: { name: "", type: amount, rewardValue: 0 }) { userErrors { code } } }',
-  'mutation { pointsRedemptionDelete(id: "0123456789abcdef01234567") { userErrors { code } } }',
+  'mutation { pointsRedemptionDelete(input: { id: "0123456789abcdef01234567" }) { userErrors { code } } }',
   'mutation { webhookDeliveryReplay(input: { id: "%00" }) { userErrors { code } } }',
 ];
 const CHANGE = 'mutation($input: PointsChangeInput!) { pointsAdd(input: $input) { activity { _id } userErrors { code } } }';
