@@ -20,7 +20,7 @@ export type Measurement = {
 };
 
 /** The value at percentile `p` of ascending `sorted` (nearest rank). */
-function percentile(sorted: ArrayLike<number>, p: number): number {
+export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }

@@ -18,6 +18,8 @@ import { startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
 import { graphqlIsolation } from './isolation-graphql.js';
 import { certificate } from './webhooks.js';
+import { percentile } from '../lib/load.js';
+import { waitFor } from '../lib/wait.js';
 
 const TARGET_P99_MS = 1_000;
 /** Events queued for shop A's hung endpoint (and its healthy one) before the measurement. */
@@ -51,19 +53,6 @@ async function startReceiver(tls: { key: string; cert: string }) {
         server.close(() => resolve());
       }),
   };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN;
-}
-
-async function waitFor(check: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await sleep(5);
-  }
-  return true;
 }
 
 type Figure = { name: string; p50: number; p99: number; n: number; expected: number };

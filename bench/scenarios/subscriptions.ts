@@ -13,6 +13,7 @@ import { createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
+import { percentile } from '../lib/load.js';
 
 const SUBSCRIBERS = 1_000;
 const EVENTS = 100;
@@ -20,10 +21,6 @@ const TARGET_ALL_MS = 250;
 const OPEN_BATCH = 50;
 
 type Round = { sentAt: number; ackAt: number; receipts: number[] };
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
 
 async function seed(url: string): Promise<{ apiKey: string }> {
   const { db, close } = await openDatabase({ url, poolSize: 2 });

@@ -22,6 +22,8 @@ import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { REPO_ROOT, startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
+import { percentile } from '../lib/load.js';
+import { waitFor } from '../lib/wait.js';
 
 const TARGETS = { deliveriesPerSec: 1_000, p50Ms: 100 };
 /** Events in the throughput backlog. */
@@ -80,19 +82,6 @@ export async function startReceiver(tls: { key: string; cert: string }, secret: 
       server.close(() => resolve());
     }),
   };
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN;
-}
-
-async function waitFor(check: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await sleep(5);
-  }
-  return true;
 }
 
 /**
