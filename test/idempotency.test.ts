@@ -86,6 +86,11 @@ describe('Idempotency-Key', () => {
     expect((await balance('idem-3')).points).toBe(3);
     const reused = await t.post('/graphql', { query, variables: { input: { customerIdentifier: 'idem-3', amount: 4 } } }, shop.apiKey, headers);
     expect(reused.status).toBe(422);
+    // On /graphql the idempotency layer answers as GraphQL does, not in the REST envelope.
+    expect(await reused.json()).toEqual({ errors: [{ message: expect.any(String), extensions: { code: 'idempotency_key_reused' } }] });
+    const badKey = await t.post('/graphql', { query, variables: { input: { customerIdentifier: 'idem-3', amount: 4 } } }, shop.apiKey, { 'idempotency-key': 'bad key\u00e9' });
+    expect(badKey.status).toBe(400);
+    expect(await badKey.json()).toMatchObject({ errors: [{ extensions: { code: 'validation_error' } }] });
   });
 
   it('leaves a subscription stream unstored: the same key opens a live stream again', async () => {
