@@ -2,6 +2,7 @@ import type { GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import type { GraphQLContext } from './builder.js';
 import { graphqlRateUnits } from './limits.js';
+import { perOperation } from './per-operation.js';
 
 /**
  * A shop's heavy queries and mutations (more than one rate unit: wide nested lists) run one at a
@@ -11,11 +12,13 @@ import { graphqlRateUnits } from './limits.js';
  * chose (compiled or not).
  */
 export function useHeavyOperationQueue(schema: GraphQLSchema): Plugin<GraphQLContext> {
+  // Worked out once per operation clients send, not on every request (a pointsAdd is on this path).
+  const isHeavy = perOperation((document, operationName) => graphqlRateUnits(schema, document, operationName) > 1);
   // Per shop, the end of its last heavy operation queued here.
   const tails = new Map<string, Promise<void>>();
   return {
     onExecute({ args, executeFn, setExecuteFn }) {
-      if (graphqlRateUnits(schema, args.document, args.operationName ?? undefined) <= 1) return;
+      if (!isHeavy(args.document, args.operationName)) return;
       const shopId = args.contextValue.shop.id;
       setExecuteFn(async (execution) => {
         const before = tails.get(shopId) ?? Promise.resolve();
