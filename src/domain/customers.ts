@@ -155,34 +155,47 @@ export function translateUniqueViolation(err: unknown): unknown {
   return err;
 }
 
-/** Customers ordered by e-mail, optionally those whose e-mail starts with `emailPrefix`. */
+/**
+ * Customers ordered by lower-cased e-mail in byte order ("C" collation, whatever the database's),
+ * optionally those whose e-mail starts with `emailPrefix`: one index serves both the order and the
+ * prefix, which is a range of that order.
+ */
 export async function listCustomers(
   db: Queryable,
   shopId: string,
   args: PageArgs & { emailPrefix?: string | null | undefined },
 ): Promise<Page<Customer>> {
-  let query = db.selectFrom('customers').selectAll().where('shop_id', '=', shopId);
+  const emailKey = sql<string>`(lower(email) collate "C")`;
+  let query = db.selectFrom('customers').selectAll().select(emailKey.as('email_key')).where('shop_id', '=', shopId);
   if (args.emailPrefix) {
-    const prefix = args.emailPrefix.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`);
-    query = query.where((eb) => eb(eb.fn('lower', ['email']), 'like', `${prefix}%`));
+    const [from, to] = prefixRange(args.emailPrefix.toLowerCase());
+    query = query.where(emailKey, '>=', from);
+    if (to !== null) query = query.where(emailKey, '<', to);
   }
   if (args.after) {
     const [email = '', id = ''] = decodeCursor(args.after, 2);
-    query = query.where((eb) =>
-      eb.or([
-        eb(eb.fn('lower', ['email']), '>', email),
-        eb.and([eb(eb.fn('lower', ['email']), '=', email), eb('id', '>', id)]),
-      ]),
-    );
+    query = query.where(sql<boolean>`(${emailKey}, id) > (${email}, ${id})`);
   }
   const rows = await query
-    .orderBy((eb) => eb.fn('lower', ['email']))
+    .orderBy(emailKey)
     .orderBy('id')
     .limit(args.first + 1)
     .execute();
   const items = rows.slice(0, args.first).map((row) => ({
     node: toCustomer(row),
-    cursor: encodeCursor([row.email.toLowerCase(), row.id]),
+    cursor: encodeCursor([row.email_key, row.id]),
   }));
   return { items, hasNextPage: rows.length > args.first };
+}
+
+/**
+ * The strings starting with `prefix`, as a range of code-point (= UTF-8 byte) order: from the
+ * prefix to the prefix with its last character's successor; null when nothing can follow it.
+ */
+export function prefixRange(prefix: string): [string, string | null] {
+  const chars = [...prefix];
+  const last = chars.pop()!.codePointAt(0)!;
+  // Skip the surrogate block: its code points cannot be sent as text.
+  const next = last + 1 === 0xd800 ? 0xe000 : last + 1;
+  return [prefix, next > 0x10ffff ? null : chars.join('') + String.fromCodePoint(next)];
 }

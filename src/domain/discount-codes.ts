@@ -3,7 +3,7 @@ import type { DiscountCodeRow, DiscountCodesTable } from '../db/schema.js';
 import type { Queryable, Trx } from '../db/transaction.js';
 import { newId, randomString, READABLE_ALPHABET } from './ids.js';
 import type { RedemptionType } from './redemptions.js';
-import { type Page, type PageArgs, pageBySeqDesc, pagesBySeq } from './pagination.js';
+import { type Page, type PageArgs, pageBySeq, pagesBySeq, type SeqList } from './pagination.js';
 
 /** Random characters after the prefix: 31^10 ≈ 8·10^14 codes per prefix, so guessing one is hopeless. */
 export const DISCOUNT_CODE_RANDOM_LENGTH = 10;
@@ -77,32 +77,22 @@ export async function issueDiscountCode(
 }
 
 /** A customer's discount codes, newest first. */
-export async function listDiscountCodes(
-  db: Queryable,
-  shopId: string,
-  customerId: string,
-  args: PageArgs,
-): Promise<Page<DiscountCode>> {
-  const query = db
-    .selectFrom('discount_codes')
-    .selectAll()
-    .where('shop_id', '=', shopId)
-    .where('customer_id', '=', customerId);
-  return pageBySeqDesc(query, args, toDiscountCode);
+/** A customer's discount codes, newest first. */
+function codesOf(db: Queryable, shopId: string): SeqList<DiscountCodeRow> {
+  return {
+    table: 'discount_codes',
+    parent: 'customer_id',
+    rowsOf: (customerId) => db.selectFrom('discount_codes').selectAll().where('shop_id', '=', shopId).where('customer_id', '=', customerId),
+    column: 'seq',
+    direction: 'desc',
+  };
+}
+
+export function listDiscountCodes(db: Queryable, shopId: string, customerId: string, args: PageArgs): Promise<Page<DiscountCode>> {
+  return pageBySeq(db, customerId, codesOf(db, shopId), args, toDiscountCode);
 }
 
 /** listDiscountCodes for many customers in one statement, in the order of `customerIds`. */
-export function listDiscountCodesOfCustomers(
-  db: Queryable,
-  shopId: string,
-  customerIds: readonly string[],
-  args: PageArgs,
-): Promise<Array<Page<DiscountCode>>> {
-  return pagesBySeq(
-    db,
-    customerIds,
-    (customerId) => db.selectFrom('discount_codes').selectAll().where('shop_id', '=', shopId).where('customer_id', '=', customerId),
-    args,
-    toDiscountCode,
-  );
+export function listDiscountCodesOfCustomers(db: Queryable, shopId: string, customerIds: readonly string[], args: PageArgs): Promise<Array<Page<DiscountCode>>> {
+  return pagesBySeq(db, customerIds, codesOf(db, shopId), args, toDiscountCode);
 }

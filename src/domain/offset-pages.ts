@@ -1,3 +1,4 @@
+import type { SelectQueryBuilder } from 'kysely';
 import { z } from 'zod';
 import { customerIdentifierSchema } from './customers.js';
 
@@ -23,4 +24,12 @@ export const customerPageQuerySchema = offsetPageSchema.extend({ customerIdentif
 
 export function offsetOf(page: OffsetPage): number {
   return (page.page - 1) * page.pageSize;
+}
+
+/**
+ * The keys of one numbered page. An offset costs what it skips, so the skipping happens over a
+ * narrow index of keys (an index-only scan) and the caller reads full rows for this page's keys only.
+ */
+export function pageOfKeys<Q extends SelectQueryBuilder<any, any, any>>(keys: Q, page: OffsetPage): Q {
+  return keys.offset(offsetOf(page)).limit(page.pageSize) as Q;
 }

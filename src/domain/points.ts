@@ -8,7 +8,7 @@ import { type Customer, customerIdentifierSchema, lockCustomer, parseIdentifier,
 import { RuleViolationError } from './errors.js';
 import { announceOutboxWrite, type EventTopic, newEventId } from './events.js';
 import { newId } from './ids.js';
-import { type Page, type PageArgs, pageBySeqDesc, pagesBySeq } from './pagination.js';
+import { type Page, type PageArgs, pageBySeq, pagesBySeq, type SeqList } from './pagination.js';
 import { parseInput } from './validation.js';
 
 export const ACTIVITY_TYPES = ['add_points', 'subtract_points', 'update_points', 'redeem_points', 'referral_reward'] as const;
@@ -263,29 +263,23 @@ export async function applyBalanceChange(
 }
 
 /** A customer's ledger, newest first. */
-export async function listActivities(
-  db: Queryable,
-  shopId: string,
-  customerId: string,
-  args: PageArgs,
-): Promise<Page<Activity>> {
-  const query = db
-    .selectFrom('activities')
-    .selectAll()
-    .where('shop_id', '=', shopId)
-    .where('customer_id', '=', customerId);
-  return pageBySeqDesc(query, args, toActivity);
+function ledger(db: Queryable, shopId: string): SeqList<ActivityRow> {
+  return {
+    table: 'activities',
+    parent: 'customer_id',
+    rowsOf: (customerId) => db.selectFrom('activities').selectAll().where('shop_id', '=', shopId).where('customer_id', '=', customerId),
+    column: 'seq',
+    direction: 'desc',
+  };
+}
+
+export function listActivities(db: Queryable, shopId: string, customerId: string, args: PageArgs): Promise<Page<Activity>> {
+  return pageBySeq(db, customerId, ledger(db, shopId), args, toActivity);
 }
 
 /** listActivities for many customers in one statement: a page of each one's ledger, in the order of `customerIds`. */
 export function listActivitiesOfCustomers(db: Queryable, shopId: string, customerIds: readonly string[], args: PageArgs): Promise<Array<Page<Activity>>> {
-  return pagesBySeq(
-    db,
-    customerIds,
-    (customerId) => db.selectFrom('activities').selectAll().where('shop_id', '=', shopId).where('customer_id', '=', customerId),
-    args,
-    toActivity,
-  );
+  return pagesBySeq(db, customerIds, ledger(db, shopId), args, toActivity);
 }
 
 /**

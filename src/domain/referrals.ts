@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
@@ -14,8 +15,8 @@ import {
 import { ConflictError, NotFoundError, RuleViolationError } from './errors.js';
 import { recordEvent } from './events.js';
 import { newId, randomString, READABLE_ALPHABET } from './ids.js';
-import { customerPageQuerySchema, offsetOf } from './offset-pages.js';
-import { decodeSeqCursor, encodeCursor, type Page, type PageArgs, pagesBySeq } from './pagination.js';
+import { customerPageQuerySchema, pageOfKeys } from './offset-pages.js';
+import { type Page, type PageArgs, pageBySeq, pagesBySeq, type SeqList } from './pagination.js';
 import { applyBalanceChange, nextBalance } from './points.js';
 import { shopSettingsInputSchema, updateShopSettings } from './shop-settings.js';
 import { parseInput } from './validation.js';
@@ -154,12 +155,20 @@ function refereesOf(db: Queryable, shopId: string) {
 
 type RefereeRow = Awaited<ReturnType<ReturnType<typeof refereesOf>['executeTakeFirstOrThrow']>>;
 
-/** listReferees for many referrers in one statement, in the order of `referrerIds`. */
-export function listRefereesOfReferrers(db: Queryable, shopId: string, referrerIds: readonly string[], args: PageArgs): Promise<Array<Page<Referee>>> {
-  return pagesBySeq(db, referrerIds, (referrerId) => refereesOf(db, shopId).where('r.referrer_id', '=', referrerId), args, toReferee, {
+/** A referrer's referees, in the order they signed up. */
+function refereeList(db: Queryable, shopId: string): SeqList<RefereeRow> {
+  return {
+    table: 'referrals',
+    parent: 'referrer_id',
+    rowsOf: (referrerId) => refereesOf(db, shopId).where('r.referrer_id', '=', referrerId),
     column: 'r.seq',
     direction: 'asc',
-  });
+  };
+}
+
+/** listReferees for many referrers in one statement, in the order of `referrerIds`. */
+export function listRefereesOfReferrers(db: Queryable, shopId: string, referrerIds: readonly string[], args: PageArgs): Promise<Array<Page<Referee>>> {
+  return pagesBySeq(db, referrerIds, refereeList(db, shopId), args, toReferee);
 }
 
 function toReferee(row: RefereeRow): Referee {
@@ -181,27 +190,19 @@ function toReferee(row: RefereeRow): Referee {
 export async function pageReferees(db: DB, shopId: string, query: unknown): Promise<Referee[]> {
   const { customerIdentifier, ...page } = parseInput(customerPageQuerySchema, query);
   const referrer = await getCustomer(db, shopId, customerIdentifier);
+  const keys = pageOfKeys(db.selectFrom('referrals').select('seq').where('referrer_id', '=', referrer.id).orderBy('seq'), page);
   const rows = await refereesOf(db, shopId)
     .where('r.referrer_id', '=', referrer.id)
+    // A list of keys as an array: `in (subquery)` may become a join that reads every referee.
+    .where(sql<boolean>`r.seq = any(array(${keys}))`)
     .orderBy('r.seq')
-    .offset(offsetOf(page))
-    .limit(page.pageSize)
     .execute();
   return rows.map(toReferee);
 }
 
 /** A referrer's referees as a keyset-paged list, in the order they signed up. */
-export async function listReferees(db: Queryable, shopId: string, referrerId: string, args: PageArgs): Promise<Page<Referee>> {
-  let query = refereesOf(db, shopId).where('r.referrer_id', '=', referrerId);
-  if (args.after) query = query.where('r.seq', '>', decodeSeqCursor(args.after));
-  const rows = await query
-    .orderBy('r.seq')
-    .limit(args.first + 1)
-    .execute();
-  return {
-    items: rows.slice(0, args.first).map((row) => ({ node: toReferee(row), cursor: encodeCursor([row.seq]) })),
-    hasNextPage: rows.length > args.first,
-  };
+export function listReferees(db: Queryable, shopId: string, referrerId: string, args: PageArgs): Promise<Page<Referee>> {
+  return pageBySeq(db, referrerId, refereeList(db, shopId), args, toReferee);
 }
 
 export async function getReferralSettings(db: Queryable, shopId: string): Promise<ReferralSettings> {

@@ -6,8 +6,8 @@ import type { WebhookAttemptTrigger, WebhookDeliveryAttemptRow, WebhookDeliveryR
 import { afterCommit, inTransaction, type Queryable, type Trx } from '../db/transaction.js';
 import { NotFoundError, RuleViolationError, ValidationError } from './errors.js';
 import { isId, newId } from './ids.js';
-import { MAX_PAGE_SIZE } from './offset-pages.js';
-import { decodeTimeCursor, encodeTimeCursor, type Page, type PageArgs } from './pagination.js';
+import { MAX_PAGE_SIZE, pageOfKeys } from './offset-pages.js';
+import { beforeTimeCursor, encodeTimeCursor, type Page, type PageArgs } from './pagination.js';
 import { parseInput } from './validation.js';
 
 /**
@@ -153,7 +153,7 @@ export async function fanOutEvents(trx: Trx, events: readonly DeliverableEvent[]
  * lease is revoked, so the outcome it reports no longer changes the record), and waiting replays
  * are dropped. The records themselves stay.
  */
-export async function cancelSubscriptionDeliveries(trx: Trx, subscriptionId: string, now: Date): Promise<number> {
+export async function cancelSubscriptionDeliveries(trx: Trx, shopId: string, subscriptionId: string, now: Date): Promise<number> {
   const result = await trx
     .updateTable('webhook_deliveries')
     .set({
@@ -166,6 +166,7 @@ export async function cancelSubscriptionDeliveries(trx: Trx, subscriptionId: str
       status_before_send: null,
       updated_at: now,
     })
+    .where('shop_id', '=', shopId)
     .where('subscription_id', '=', subscriptionId)
     .where((eb) => eb.or([eb('status', 'in', ['pending', 'retrying', 'sending']), eb('due_at', 'is not', null)]))
     .executeTakeFirst();
@@ -177,10 +178,11 @@ export async function cancelSubscriptionDeliveries(trx: Trx, subscriptionId: str
  * (its re-enable or URL update): its pending deliveries are due already, and those waiting for a
  * retry are pulled forward.
  */
-export async function resumeSubscriptionDeliveries(trx: Trx, subscriptionId: string, now: Date): Promise<void> {
+export async function resumeSubscriptionDeliveries(trx: Trx, shopId: string, subscriptionId: string, now: Date): Promise<void> {
   await trx
     .updateTable('webhook_deliveries')
     .set({ due_at: now, updated_at: now })
+    .where('shop_id', '=', shopId)
     .where('subscription_id', '=', subscriptionId)
     .where('status', '=', 'retrying')
     .where('due_at', '>', now)
@@ -229,34 +231,48 @@ export const deliveryListQuerySchema = deliveryFilterSchema.extend({
   pageSize: pageNumber(MAX_PAGE_SIZE, 50),
 });
 
-function filteredDeliveries(db: Queryable, shopId: string, filter: DeliveryFilter) {
-  let query = db.selectFrom('webhook_deliveries').selectAll().where('shop_id', '=', shopId);
+/**
+ * The keys (id, created_at) of the deliveries a filter selects, past a cursor when given, newest
+ * first: one index range whatever the filter (a topic group such as `points/*` has its own
+ * index, on the topic's first segment).
+ */
+function deliveryKeys(db: Queryable, shopId: string, filter: DeliveryFilter, after?: string | null) {
+  let query = db.selectFrom('webhook_deliveries').select(['id', 'created_at']).where('shop_id', '=', shopId);
   if (filter.subscriptionId) query = query.where('subscription_id', '=', filter.subscriptionId);
   if (filter.status) query = query.where('status', '=', filter.status);
-  if (filter.topic?.endsWith('/*')) query = query.where('topic', 'like', `${filter.topic.slice(0, -1).replace(/[\\%_]/g, '\\$&')}%`);
-  else if (filter.topic) query = query.where('topic', '=', filter.topic);
+  if (filter.topic?.endsWith('/*')) {
+    const group = filter.topic.slice(0, -2);
+    // Topics are `group/name`: a pattern of a longer prefix matches none.
+    query = group.includes('/') ? query.where(sql<boolean>`false`) : query.where(sql`split_part(topic, '/', 1)`, '=', group);
+  } else if (filter.topic) {
+    query = query.where('topic', '=', filter.topic);
+  }
+  if (after) query = query.where(beforeTimeCursor(after));
   return query.orderBy('created_at', 'desc').orderBy('id', 'desc');
+}
+
+/** The full rows of a page of keys, in the keys' order. */
+function deliveriesOfKeys(db: Queryable, keys: ReturnType<typeof deliveryKeys>) {
+  return db
+    .selectFrom(keys.as('p'))
+    .innerJoin('webhook_deliveries as d', 'd.id', 'p.id')
+    .selectAll('d')
+    .orderBy('p.created_at', 'desc')
+    .orderBy('p.id', 'desc')
+    .execute();
 }
 
 /** A page of the shop's deliveries, newest first (those of deleted subscriptions included). */
 export async function listDeliveries(db: Queryable, shopId: string, input: unknown): Promise<WebhookDelivery[]> {
   const { page, pageSize, ...filter } = parseInput(deliveryListQuerySchema, input ?? {});
-  const rows = await filteredDeliveries(db, shopId, filter)
-    .limit(pageSize)
-    .offset((page - 1) * pageSize)
-    .execute();
+  const rows = await deliveriesOfKeys(db, pageOfKeys(deliveryKeys(db, shopId, filter), { page, pageSize }));
   return rows.map(toWebhookDelivery);
 }
 
 /** The same list as keyset pages, for GraphQL connections. */
 export async function listDeliveriesPage(db: Queryable, shopId: string, filterInput: unknown, args: PageArgs): Promise<Page<WebhookDelivery>> {
   const filter = parseInput(deliveryFilterSchema, filterInput ?? {});
-  let query = filteredDeliveries(db, shopId, filter);
-  if (args.after) {
-    const { at, id } = decodeTimeCursor(args.after);
-    query = query.where((eb) => eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', id)])]));
-  }
-  const rows = await query.limit(args.first + 1).execute();
+  const rows = await deliveriesOfKeys(db, deliveryKeys(db, shopId, filter, args.after).limit(args.first + 1));
   const items = rows.slice(0, args.first).map((row) => ({
     node: toWebhookDelivery(row),
     cursor: encodeTimeCursor(row),

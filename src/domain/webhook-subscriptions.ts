@@ -10,7 +10,7 @@ import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 import { EVENT_TOPICS } from './events.js';
 import { cancelSubscriptionDeliveries, resumeSubscriptionDeliveries } from './webhook-deliveries.js';
 import { isId, newId } from './ids.js';
-import { decodeTimeCursor, encodeTimeCursor, type Page, type PageArgs } from './pagination.js';
+import { beforeTimeCursor, encodeTimeCursor, type Page, type PageArgs } from './pagination.js';
 import { parseInput } from './validation.js';
 
 export type WebhookSubscriptionDeps = {
@@ -146,10 +146,7 @@ export async function createSubscription(
 /** The shop's subscriptions, newest first; all of them unless `args` asks for a page. */
 export async function listSubscriptions(db: Queryable, shopId: string, args?: PageArgs): Promise<Page<WebhookSubscription>> {
   let query = db.selectFrom('webhook_subscriptions').selectAll().where('shop_id', '=', shopId);
-  if (args?.after) {
-    const { at, id } = decodeTimeCursor(args.after);
-    query = query.where((eb) => eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', id)])]));
-  }
+  if (args?.after) query = query.where(beforeTimeCursor(args.after));
   query = query.orderBy('created_at', 'desc').orderBy('id', 'desc');
   const rows = await (args ? query.limit(args.first + 1) : query).execute();
   const items = rows.slice(0, args?.first ?? rows.length).map((row) => ({
@@ -203,7 +200,7 @@ async function resume(db: DB, shopId: string, id: string, changes: { callback_ur
       .where('id', '=', id)
       .returningAll()
       .executeTakeFirstOrThrow();
-    if (before.status !== 'enabled') await resumeSubscriptionDeliveries(trx, id, now);
+    if (before.status !== 'enabled') await resumeSubscriptionDeliveries(trx, shopId, id, now);
     return toWebhookSubscription(row);
   });
 }
@@ -290,6 +287,6 @@ export async function deleteSubscription(db: DB, shopId: string, id: string): Pr
       .returning('id')
       .executeTakeFirst();
     if (!row) throw subscriptionNotFound(id);
-    await cancelSubscriptionDeliveries(trx, id, new Date());
+    await cancelSubscriptionDeliveries(trx, shopId, id, new Date());
   });
 }
