@@ -34,7 +34,7 @@ async function walk<T>(pageOf: (args: PageArgs) => Promise<Page<T>>, first: numb
 
 describe('list pages equal the plain query, page after page', () => {
   let handle: Awaited<ReturnType<typeof openTestDatabase>>;
-  const ids = (rows: Array<{ id?: string; _id?: string }>) => rows.map((row) => row._id ?? row.id);
+  const ids = (rows: unknown[]) => (rows as Array<{ id?: string; _id?: string }>).map((row) => row._id ?? row.id);
 
   beforeAll(async () => {
     handle = await openTestDatabase();
@@ -57,10 +57,12 @@ describe('list pages equal the plain query, page after page', () => {
   });
 
   it('a customer\'s ledger and codes, newest first, alone and beside others', async () => {
+    type One = (db: typeof handle.db, shopId: string, customerId: string, args: PageArgs) => Promise<Page<unknown>>;
+    type Many = (db: typeof handle.db, shopId: string, customerIds: string[], args: PageArgs) => Promise<Array<Page<unknown>>>;
     for (const [table, list, listMany] of [
       ['activities', listActivities, listActivitiesOfCustomers],
       ['discount_codes', listDiscountCodes, listDiscountCodesOfCustomers],
-    ] as const) {
+    ] as Array<[string, One, Many]>) {
       for (const customer of ['c_heavy', 'c_1', 'c_nobody']) {
         const expected = await sql<{ id: string }>`
           select id from ${sql.table(table)} where customer_id = ${customer} order by seq desc`.execute(handle.db);
