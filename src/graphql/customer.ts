@@ -42,7 +42,7 @@ builder.queryFields((t) => ({
   }),
   customers: t.field({
     type: builder.connectionObject({ type: Customer, name: 'CustomerConnection' }, { name: 'CustomerEdge' }),
-    description: 'Customers ordered by e-mail.',
+    description: 'Customers ordered by lower-cased e-mail, in byte (code point) order.',
     args: { ...PAGE_ARGS, emailPrefix: t.arg.string({ required: false, description: 'Only e-mails starting with this (case-insensitive).' }) },
     resolve: async (_root, args, ctx) =>
       toConnection(await listCustomers(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), emailPrefix: args.emailPrefix })),
