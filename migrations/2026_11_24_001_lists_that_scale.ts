@@ -33,13 +33,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`create index webhook_deliveries_shop_topic_idx on webhook_deliveries (shop_id, topic, created_at desc, id desc)`.execute(db);
   await sql`create index webhook_deliveries_shop_topic_group_idx on webhook_deliveries (shop_id, split_part(topic, '/', 1), created_at desc, id desc)`.execute(db);
   await sql`drop index webhook_deliveries_subscription_idx`.execute(db);
-  // On created_at alone, it tempts the planner into walking every shop's deliveries in time order,
-  // filtering for one shop and topic; the purge has its own index.
-  await sql`drop index webhook_deliveries_created_idx`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  await sql`create index webhook_deliveries_created_idx on webhook_deliveries (created_at)`.execute(db);
   await sql`create index webhook_deliveries_subscription_idx on webhook_deliveries (subscription_id, created_at desc, id desc)`.execute(db);
   await sql`drop index webhook_deliveries_shop_topic_group_idx`.execute(db);
   await sql`drop index webhook_deliveries_shop_topic_idx`.execute(db);
