@@ -8,6 +8,7 @@ import * as outboxRelay from './2026_11_22_004_outbox_relay.js';
 import * as webhookDelivery from './2026_11_22_005_webhook_delivery.js';
 import * as shopSettings from './2026_11_22_006_shop_settings.js';
 import * as webhookFairnessHealth from './2026_11_23_001_webhook_fairness_health.js';
+import * as purgeIndexes from './2026_11_24_002_purge_indexes.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -17,4 +18,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_22_005_webhook_delivery': webhookDelivery,
   '2026_11_22_006_shop_settings': shopSettings,
   '2026_11_23_001_webhook_fairness_health': webhookFairnessHealth,
+  '2026_11_24_002_purge_indexes': purgeIndexes,
 };
