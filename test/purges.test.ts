@@ -12,7 +12,11 @@ import { createShop } from '../src/domain/shops.js';
 import { upsertCustomer } from '../src/domain/customers.js';
 import { inTransaction } from '../src/db/transaction.js';
 import { purgeDeliveries } from '../src/webhooks/delivery-queue.js';
-import { onPostgres, openTestDatabase } from './helpers.js';
+import { buildApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/logger.js';
+import { isolatedPostgresUrl, onPostgres, openTestDatabase } from './helpers.js';
+import { until } from './live-helpers.js';
 
 const HOUR = 60 * 60 * 1000;
 const DAY = 24 * HOUR;
@@ -253,6 +257,49 @@ describe('purges beside live traffic', () => {
     const liveKeys = await db.selectFrom('idempotency_keys').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     expect(Number(liveKeys.n)).toBe(keys);
     expect(await ids('webhook_deliveries')).toEqual(liveDeliveries.sort());
+  });
+});
+
+describe('the retention loop', () => {
+  it('purges all three tables once the worker starts, with the configured outbox retention', async () => {
+    const pgSchema = onPostgres ? await isolatedPostgresUrl() : undefined;
+    const config = loadConfig({
+      PORT: '0',
+      DATA_DIR: 'memory://',
+      LOG_LEVEL: 'silent',
+      OUTBOX_RETENTION_HOURS: '2',
+      ...(pgSchema ? { DATABASE_URL: pgSchema.url } : {}),
+    });
+    const app = await buildApp(config, { logger: createLogger('silent') });
+    try {
+      const appDb = app.database.db;
+      const { shop } = await createShop(appDb, 'Loop');
+      const event = async (age: number, relayed: boolean) => {
+        const id = `evt_${newId()}`;
+        await appDb.insertInto('outbox_events').values({ id, shop_id: shop.id, type: 'points/added', data: '{}', created_at: ago(age), relayed_at: relayed ? ago(age) : null }).execute();
+        return id;
+      };
+      const oldRelayed = await event(3 * HOUR, true);
+      const recent = await event(HOUR, true);
+      await appDb.insertInto('idempotency_keys').values([
+        { shop_id: shop.id, key: 'old', request_hash: 'h', created_at: ago(IDEMPOTENCY_TTL_MS + HOUR) },
+        { shop_id: shop.id, key: 'new', request_hash: 'h', created_at: ago(HOUR) },
+      ]).execute();
+      await appDb.insertInto('webhook_deliveries').values([
+        { id: newId(), shop_id: shop.id, subscription_id: 'sub_1', event_id: 'evt_a', topic: 'points/added', status: 'succeeded', created_at: ago(31 * DAY) },
+        { id: newId(), shop_id: shop.id, subscription_id: 'sub_1', event_id: 'evt_b', topic: 'points/added', status: 'succeeded', created_at: ago(29 * DAY) },
+      ]).execute();
+      const left = async () => ({
+        events: (await appDb.selectFrom('outbox_events').select('id').execute()).map((r) => r.id),
+        keys: (await appDb.selectFrom('idempotency_keys').select('key').execute()).map((r) => r.key),
+        deliveries: (await appDb.selectFrom('webhook_deliveries').select('event_id').execute()).map((r) => r.event_id),
+      });
+      app.startWorker();
+      await until(async () => !(await left()).events.includes(oldRelayed), 10_000, 'the outbox purge, the last of the three');
+      expect(await left()).toEqual({ events: [recent], keys: ['new'], deliveries: ['evt_b'] });
+    } finally {
+      await app.stop();
+    }
   });
 });
 
