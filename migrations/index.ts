@@ -9,6 +9,7 @@ import * as webhookDelivery from './2026_11_22_005_webhook_delivery.js';
 import * as shopSettings from './2026_11_22_006_shop_settings.js';
 import * as webhookFairnessHealth from './2026_11_23_001_webhook_fairness_health.js';
 import * as listsThatScale from './2026_11_24_001_lists_that_scale.js';
+import * as purgeIndexes from './2026_11_24_002_purge_indexes.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -19,4 +20,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_22_006_shop_settings': shopSettings,
   '2026_11_23_001_webhook_fairness_health': webhookFairnessHealth,
   '2026_11_24_001_lists_that_scale': listsThatScale,
+  '2026_11_24_002_purge_indexes': purgeIndexes,
 };

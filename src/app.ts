@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net';
 import type { Config } from './config.js';
 import { type DatabaseHandle, openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
+import type { PurgeOptions } from './db/purge.js';
+import { purgeRelayedOutboxEvents } from './domain/events.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
 import { createEventBus, type EventBus } from './events/bus.js';
 import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
@@ -23,7 +25,7 @@ export type App = {
   http: FastifyInstance;
   /** Listens on the configured host and port; resolves to the base URL. */
   start(): Promise<string>;
-  /** Runs the outbox relay and the webhook delivery worker without serving HTTP (`npm run worker`). */
+  /** Runs the outbox relay, the webhook delivery worker and the retention purges without serving HTTP (`npm run worker`). */
   startWorker(): void;
   /** Stops accepting, finishes in-flight requests, closes the database. Safe to call twice. */
   stop(): Promise<void>;
@@ -107,14 +109,40 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // leave within tens of milliseconds. An empty poll is one index probe.
   const relay = createOutboxRelay({ db: database.db, logger, handlers: outboxHandlers, pollMs: database.kind === 'postgres' ? 50 : 250 });
 
-  const purge = setInterval(() => {
-    purgeExpiredIdempotencyKeys(database.db).catch((err) => logger.warn({ err }, 'idempotency purge failed'));
-  }, HOUR);
-  purge.unref();
+  // Retention (docs/operations.md): one loop, where the worker runs, purges one table after another,
+  // hourly and once at start. One purge at a time, each pausing between its batches, so live
+  // traffic keeps its pace; stopping the server stops it between two batches.
+  const purges: ReadonlyArray<readonly [string, (options: PurgeOptions) => Promise<number>]> = [
+    ['expired idempotency keys', (o) => purgeExpiredIdempotencyKeys(database.db, o)],
+    ['old webhook deliveries', (o) => deliveryWorker.purge(o)],
+    ['relayed outbox events', (o) => purgeRelayedOutboxEvents(database.db, new Date(Date.now() - config.outboxRetentionHours * HOUR), o)],
+  ];
+  const stopPurges = new AbortController();
+  let purgeTimer: NodeJS.Timeout | undefined;
+  let purging: Promise<void> | undefined;
+  const runPurges = async () => {
+    for (const [what, purge] of purges) {
+      try {
+        const purged = await purge({ signal: stopPurges.signal });
+        if (purged) logger.info({ purged }, `${what} purged`);
+      } catch (err) {
+        if (!stopPurges.signal.aborted) logger.warn({ err }, `purging ${what} failed`);
+      }
+    }
+  };
+  const schedulePurges = () => {
+    purging ??= runPurges().finally(() => {
+      purging = undefined;
+    });
+  };
 
   const startWorker = () => {
     relay.start();
     deliveryWorker.start();
+    if (purgeTimer || stopPurges.signal.aborted) return;
+    schedulePurges();
+    purgeTimer = setInterval(schedulePurges, HOUR);
+    purgeTimer.unref();
   };
 
   let stopping: Promise<void> | undefined;
@@ -133,10 +161,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     startWorker,
     stop() {
       stopping ??= (async () => {
-        clearInterval(purge);
+        clearInterval(purgeTimer);
+        stopPurges.abort();
         await http.close();
         await relay.stop();
         await deliveryWorker.stop();
+        await purging;
         await bus.close();
         await rateLimiter.close();
         await database.close();

@@ -59,6 +59,9 @@ const configSchema = z.object({
   // and the per-endpoint cap below leaves the other half to every other endpoint.
   WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(1_000).default(128),
   WEBHOOK_RETENTION_DAYS: z.coerce.number().min(0.001).max(3650).default(30),
+  // How long a relayed outbox event is kept (hours): relayed, it has done its work, and each
+  // webhook delivery keeps its own payload. Unrelayed events are never purged.
+  OUTBOX_RETENTION_HOURS: z.coerce.number().min(0).max(87_600).default(24),
   // Attempts in flight per subscription over all workers, so one slow or hung endpoint holds at
   // most this many of the slots (DESIGN.md "Tenant isolation"). Unset: half of WEBHOOK_CONCURRENCY.
   WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: z.coerce.number().int().min(1).max(1_000).optional(),
@@ -83,6 +86,7 @@ export type Config = {
   webhookTimeoutMs: number;
   webhookConcurrency: number;
   webhookRetentionDays: number;
+  outboxRetentionHours: number;
   webhookMaxInFlightPerEndpoint: number | undefined;
   subscriptionsPerShop: number;
   websocketsPerShop: number;
@@ -117,6 +121,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,
     webhookConcurrency: c.WEBHOOK_CONCURRENCY,
     webhookRetentionDays: c.WEBHOOK_RETENTION_DAYS,
+    outboxRetentionHours: c.OUTBOX_RETENTION_HOURS,
     webhookMaxInFlightPerEndpoint: c.WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT,
     subscriptionsPerShop: c.SUBSCRIPTIONS_PER_SHOP,
     websocketsPerShop: c.WEBSOCKETS_PER_SHOP,

@@ -329,7 +329,7 @@ describe('retention', () => {
     await handle.db.updateTable('webhook_deliveries').set({ created_at: old }).where('id', 'in', ids.slice(0, 4)).execute();
     // One old delivery still has work to do: it stays.
     await handle.db.updateTable('webhook_deliveries').set({ due_at: new Date(now + HOUR), status: 'retrying' }).where('id', '=', ids[0]!).execute();
-    expect(await purgeDeliveries(handle.db, new Date(now - 30 * 24 * HOUR), 2)).toBe(3);
+    expect(await purgeDeliveries(handle.db, new Date(now - 30 * 24 * HOUR), { batchSize: 2 })).toBe(3);
     const left = await handle.db.selectFrom('webhook_deliveries').select('id').where('id', 'in', ids).execute();
     expect(left.map((r) => r.id).sort()).toEqual([ids[0]!, ids[4]!].sort());
     const orphanAttempts = await handle.db.selectFrom('webhook_delivery_attempts').select('id').where('delivery_id', 'in', ids.slice(1, 4)).execute();

@@ -1,4 +1,7 @@
 import { EventEmitter } from 'node:events';
+import { sql } from 'kysely';
+import type { DB } from '../db/database.js';
+import { type PurgeOptions, purgeInBatches } from '../db/purge.js';
 import { afterCommit, type Queryable, type Trx } from '../db/transaction.js';
 import { randomString } from './ids.js';
 
@@ -70,4 +73,34 @@ export function announceOutboxWrite(db: Queryable): void {
 export function onOutboxCommit(listener: () => void): () => void {
   outboxCommits.on('commit', listener);
   return () => outboxCommits.off('commit', listener);
+}
+
+/**
+ * Deletes relayed events written before `before` (OUTBOX_RETENTION_HOURS): once relayed, an event
+ * has done its work (each delivery keeps its own payload). Never an unrelayed one. Walks the
+ * primary key (seq) in bounded batches (`purgeInBatches`), so the outbox needs no index for it and
+ * its writers no extra index entry: seq follows write order, and the walk stops at the first batch
+ * that reaches an event written after `before` (one written late by a long transaction goes at the
+ * next run). Resolves to the number deleted.
+ */
+export async function purgeRelayedOutboxEvents(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
+  return purgeInBatches<number>(options, async (position, limit) => {
+    // Relayed rows are never written again, so deleting them cannot meet the relay's locks.
+    const { rows } = await sql<{ read: number; deleted: number; last: number | null; reached: boolean | null }>`
+      with batch as (
+        select seq, created_at, relayed_at from outbox_events
+        ${position === null ? sql`` : sql`where seq > ${position}`}
+        order by seq
+        limit ${limit}
+      ),
+      deleted as (
+        delete from outbox_events
+        where seq = any(array(select seq from batch where relayed_at is not null and created_at < ${before}))
+        returning 1
+      )
+      select (select count(*) from batch)::int as read, (select count(*) from deleted)::int as deleted,
+        (select max(seq) from batch) as last, (select bool_or(created_at >= ${before}) from batch) as reached`.execute(db);
+    const row = rows[0]!;
+    return { deleted: row.deleted, next: row.read < limit || row.reached ? null : row.last };
+  });
 }

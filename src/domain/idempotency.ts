@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
 import type { DB } from '../db/database.js';
+import { type PurgeOptions, purgeInBatches } from '../db/purge.js';
 import { ConflictError, RuleViolationError } from './errors.js';
 
 /** A key and its stored response live this long (Stripe's 24 hours). */
@@ -87,10 +89,35 @@ export async function releaseIdempotencyKey(db: DB, shopId: string, key: string)
     .execute();
 }
 
-export async function purgeExpiredIdempotencyKeys(db: DB): Promise<number> {
-  const result = await db
-    .deleteFrom('idempotency_keys')
-    .where('created_at', '<', new Date(Date.now() - IDEMPOTENCY_TTL_MS))
-    .executeTakeFirst();
-  return Number(result.numDeletedRows);
+type KeyPosition = { createdAt: Date; shopId: string; key: string };
+
+/**
+ * Deletes keys older than the TTL, walking the created_at index in bounded batches
+ * (`purgeInBatches`), each after the last row the previous one read; a key a request holds is
+ * passed over (SKIP LOCKED) and goes at the next run. Resolves to the number deleted.
+ */
+export async function purgeExpiredIdempotencyKeys(db: DB, options: PurgeOptions & { now?: Date } = {}): Promise<number> {
+  const cutoff = new Date((options.now ?? new Date()).getTime() - IDEMPOTENCY_TTL_MS);
+  return purgeInBatches<KeyPosition>(options, async (position, limit) => {
+    // The index has created_at alone: the explicit bound makes the position an index range, and
+    // the full key orders rows created in the same millisecond.
+    const { rows } = await sql<{ read: number; deleted: number; created_at: Date | null; shop_id: string | null; key: string | null }>`
+      with batch as (
+        select ctid, shop_id, key, created_at from idempotency_keys
+        where created_at < ${cutoff}
+          ${position ? sql`and created_at >= ${position.createdAt} and (created_at, shop_id, key) > (${position.createdAt}, ${position.shopId}, ${position.key})` : sql``}
+        order by created_at, shop_id, key
+        limit ${limit}
+        for update skip locked
+      ),
+      -- By ctid (a tid scan of the locked rows), never a join the planner could make a table scan.
+      deleted as (delete from idempotency_keys where ctid = any(array(select ctid from batch)) returning 1)
+      select (select count(*) from batch)::int as read, (select count(*) from deleted)::int as deleted, last.created_at, last.shop_id, last.key
+      from (select 1) one left join (select created_at, shop_id, key from batch order by created_at desc, shop_id desc, key desc limit 1) last on true`.execute(db);
+    const row = rows[0]!;
+    return {
+      deleted: row.deleted,
+      next: row.read < limit || row.created_at === null ? null : { createdAt: row.created_at, shopId: row.shop_id!, key: row.key! },
+    };
+  });
 }

@@ -1,5 +1,6 @@
-import { type RawBuilder, sql } from 'kysely';
+import { sql } from 'kysely';
 import type { DB } from '../db/database.js';
+import { type PurgeOptions, type PurgeStep, purgeInBatches } from '../db/purge.js';
 import type { WebhookAttemptTrigger, WebhookDeliveryStatus, WebhookSubscriptionRow } from '../db/schema.js';
 import { inTransaction, type Queryable } from '../db/transaction.js';
 import { recordEvent } from '../domain/events.js';
@@ -296,43 +297,80 @@ export async function handBack(db: DB, claims: readonly ClaimedDelivery[], now: 
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+type DeliveryPosition = { createdAt: Date; id: string };
+
 /**
- * Deletes deliveries that have nothing left to do, with their attempts: those created before
- * `before` (the server's retention), or for a shop with its own webhook_retention_days, created
- * that many days before `now`. `batchSize` at a time so no statement holds many locks for long.
- * Resolves to the number deleted.
+ * Deletes deliveries that have nothing left to do, with their attempts (the foreign key cascades):
+ * those created before `before` (the server's retention), or for a shop with its own
+ * webhook_retention_days, created that many days before `now`. Resolves to the number deleted.
+ *
+ * The main pass walks `webhook_deliveries_purge_idx` (created_at, id of the rows with nothing
+ * due) from its start to `before` in bounded batches (`purgeInBatches`): rows still due are not in
+ * that index at all, and rows a shop keeps longer, or a worker holds, are passed over once. A shop
+ * that keeps deliveries for less than the server gets a pass of its own over its rows between the
+ * two ages, on its (shop_id, created_at) index.
  */
-export async function purgeDeliveries(db: DB, before: Date, batchSize = 500, now = new Date()): Promise<number> {
-  // Few shops override it; one pass each keeps every pass on an index range of created_at.
-  const overrides = await db
-    .selectFrom('shops')
-    .select(['id', 'webhook_retention_days'])
-    .where('webhook_retention_days', 'is not', null)
-    .execute();
-  let total = await purgeBatches(
-    db,
-    sql`created_at < ${before} and shop_id not in (select id from shops where webhook_retention_days is not null)`,
-    batchSize,
+export async function purgeDeliveries(db: DB, before: Date, options: PurgeOptions & { now?: Date } = {}): Promise<number> {
+  const now = options.now ?? new Date();
+  const overrides = (
+    await db.selectFrom('shops').select(['id', 'webhook_retention_days']).where('webhook_retention_days', 'is not', null).execute()
+  ).map((shop) => ({ shopId: shop.id, cutoff: new Date(now.getTime() - shop.webhook_retention_days! * DAY_MS) }));
+  const keptLonger = overrides.filter((o) => o.cutoff < before);
+  let total = await purgeInBatches<DeliveryPosition>(options, (position, limit) =>
+    deleteDeliveryBatch(db, { cutoff: before, keptLonger, position, limit }),
   );
-  for (const shop of overrides) {
-    const cutoff = new Date(now.getTime() - shop.webhook_retention_days! * DAY_MS);
-    total += await purgeBatches(db, sql`shop_id = ${shop.id} and created_at < ${cutoff}`, batchSize);
+  for (const shop of overrides.filter((o) => o.cutoff > before)) {
+    total += await purgeInBatches<DeliveryPosition>(options, (position, limit) =>
+      deleteDeliveryBatch(db, { shopId: shop.shopId, from: before, cutoff: shop.cutoff, keptLonger: [], position, limit }),
+    );
   }
   return total;
 }
 
-async function purgeBatches(db: DB, condition: RawBuilder<unknown>, batchSize: number): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const { rows } = await sql<{ id: string }>`
-      delete from webhook_deliveries where id in (
-        select id from webhook_deliveries
-        where ${condition} and due_at is null and status <> 'sending'
-        limit ${batchSize}
-        for update skip locked
-      )
-      returning id`.execute(db);
-    total += rows.length;
-    if (rows.length < batchSize) return total;
-  }
+/**
+ * One batch: the next `limit` rows with nothing due created before `cutoff` (from `from`, of one
+ * shop if `shopId` is given), after `position`; deletes those no shop keeps longer and no worker
+ * holds (SKIP LOCKED: a batch never waits for live traffic), and says where it stopped.
+ */
+async function deleteDeliveryBatch(
+  db: DB,
+  batch: {
+    cutoff: Date;
+    keptLonger: ReadonlyArray<{ shopId: string; cutoff: Date }>;
+    position: DeliveryPosition | null;
+    limit: number;
+    shopId?: string;
+    from?: Date;
+  },
+): Promise<PurgeStep<DeliveryPosition>> {
+  const { cutoff, keptLonger, position, limit, shopId, from } = batch;
+  const { rows } = await sql<{ read: number; deleted: number; created_at: Date | null; id: string | null }>`
+    with batch as (
+      select ctid, id, shop_id, created_at, status from webhook_deliveries
+      where due_at is null and created_at < ${cutoff}
+        ${shopId === undefined ? sql`` : sql`and shop_id = ${shopId} and created_at >= ${from}`}
+        ${position ? sql`and (created_at, id) > (${position.createdAt}, ${position.id})` : sql``}
+      order by created_at, id
+      limit ${limit}
+    ),
+    -- Rows are found again by ctid (a tid scan), never by a join the planner could make a scan of
+    -- the whole table; a row changed meanwhile no longer matches its ctid and is left alone.
+    doomed as (
+      select ctid from webhook_deliveries
+      where ctid = any(array(
+          select b.ctid from batch b
+          where b.status <> 'sending' and not exists (
+            select 1 from jsonb_to_recordset(${JSON.stringify(keptLonger)}::jsonb) as k("shopId" text, cutoff timestamptz)
+            where k."shopId" = b.shop_id and b.created_at >= k.cutoff)))
+        and due_at is null and status <> 'sending'
+      for update skip locked
+    ),
+    deleted as (delete from webhook_deliveries where ctid = any(array(select ctid from doomed)) returning 1)
+    select (select count(*) from batch)::int as read, (select count(*) from deleted)::int as deleted, last.created_at, last.id
+    from (select 1) one left join (select created_at, id from batch order by created_at desc, id desc limit 1) last on true`.execute(db);
+  const row = rows[0]!;
+  return {
+    deleted: row.deleted,
+    next: row.read < limit || row.created_at === null ? null : { createdAt: row.created_at, id: row.id! },
+  };
 }

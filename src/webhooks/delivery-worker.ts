@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import type { DB } from '../db/database.js';
+import type { PurgeOptions } from '../db/purge.js';
 import { fanOutEvents, onDeliveriesDue } from '../domain/webhook-deliveries.js';
 import { validSigningSecrets } from '../domain/webhook-subscriptions.js';
 import { type OutboxHandler, toEnvelope } from '../events/outbox-relay.js';
@@ -61,7 +62,8 @@ export type DeliveryWorker = {
   stop(): Promise<void>;
   /** Sends everything due now, and what becomes due meanwhile, until nothing is due (tests, tools). */
   drain(): Promise<number>;
-  purge(): Promise<number>;
+  /** Purges deliveries past retention (the server's purge loop calls it; `purgeDeliveries`). */
+  purge(options?: PurgeOptions): Promise<number>;
 };
 
 export const DEFAULT_PROBE_AFTER_FAILURES = 5;
@@ -69,7 +71,6 @@ export const DEFAULT_DISABLE_AFTER_MS = 5 * 24 * 60 * 60 * 1000;
 
 const USER_AGENT = 'loyalty-service-webhooks/1 (+https://www.standardwebhooks.com)';
 const DAY = 24 * 60 * 60 * 1000;
-const PURGE_EVERY_MS = 60 * 60 * 1000;
 
 /**
  * Sends webhook deliveries: claims due rows (FOR UPDATE SKIP LOCKED, so any number of workers in
@@ -111,7 +112,6 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
   let capped = false; // the last claim took less than it asked for
   let inFlightAfterClaim = 0;
   let unsubscribe: (() => void) | undefined;
-  let purgeTimer: NodeJS.Timeout | undefined;
   let stopping: Promise<void> | undefined;
   const stopAbort = new AbortController();
   setMaxListeners(concurrency + 1, stopAbort.signal); // every attempt in flight listens for the stop
@@ -247,10 +247,8 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     }
   }
 
-  async function purge(): Promise<number> {
-    const purged = await purgeDeliveries(db, new Date(clock() - retentionMs), undefined, now());
-    if (purged) logger.info({ purged }, 'old webhook deliveries purged');
-    return purged;
+  async function purge(purgeOptions: PurgeOptions = {}): Promise<number> {
+    return purgeDeliveries(db, new Date(clock() - retentionMs), { ...purgeOptions, now: now() });
   }
 
   return {
@@ -269,17 +267,12 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       if (running || stopping) return;
       running = true;
       unsubscribe = onDeliveriesDue(signal);
-      const purgeQuietly = () => void purge().catch((err) => logger.warn({ err }, 'webhook delivery purge failed'));
-      purgeQuietly();
-      purgeTimer = setInterval(purgeQuietly, PURGE_EVERY_MS);
-      purgeTimer.unref();
       loop = run();
     },
     stop() {
       stopping ??= (async () => {
         running = false;
         unsubscribe?.();
-        clearInterval(purgeTimer);
         idle.wake();
         await loop;
         if (inFlight.size) {
