@@ -4,6 +4,7 @@
 // purges' effect on concurrent writes and an empty purge's duration, at LARGE; then the customers
 // import of a 1,000,000-line file: its rate over the file and the CLI's peak memory.
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
 import { rename } from 'node:fs/promises';
 import { once } from 'node:events';
@@ -58,7 +59,7 @@ type Targets = {
   cursors: { activities: string; discountCodes: string; referees: string; customers: string; customersM: string; deliveries: string };
 };
 
-type Call = { method: 'GET' | 'POST'; path: string; body?: unknown };
+type Call = { method: 'GET' | 'POST'; path: string; body?: unknown; headers?: Record<string, string> };
 type Probe = {
   name: string;
   /** The request at each size. */
@@ -253,7 +254,7 @@ async function send(side: Side, call: Call, rowsOf: (body: any) => number): Prom
   const res = await side.pool.request({
     method: call.method,
     path: call.path,
-    headers: { authorization: `Bearer ${side.apiKey}`, ...(call.body ? { 'content-type': 'application/json' } : {}) },
+    headers: { authorization: `Bearer ${side.apiKey}`, ...(call.body ? { 'content-type': 'application/json' } : {}), ...call.headers },
     body: call.body ? JSON.stringify(call.body) : undefined,
   });
   const text = await res.body.text();
@@ -380,6 +381,8 @@ async function writeLoad(side: Side, customers: number, connections: number, unt
         {
           method: 'POST',
           path: '/rest-api/v1/points/add',
+          // As careful clients send writes: each claims a key in the table the purge deletes from.
+          headers: { 'idempotency-key': randomUUID() },
           body: { customerIdentifier: String(FIRST_SHOPIFY_ID + Math.floor(Math.random() * customers)), amount: 1, description: 'scale bench purge' },
         },
         () => 1,
@@ -451,7 +454,7 @@ async function runPurges(side: Side, db: ScaleDatabase, turns: number): Promise<
     }
     const worst = Math.min(...ratios);
     return [
-      `points/add at ${connections} connections on LARGE, without a purge, then while the purges run (one after the other: ${purges.map((p) => p.name).join(', ')}),`,
+      `points/add (each with its own Idempotency-Key) at ${connections} connections on LARGE, without a purge, then while the purges run (one after the other: ${purges.map((p) => p.name).join(', ')}),`,
       `each turn after topping up ${OLD_DELIVERIES} deliveries older than the ${retentionDays}-day retention and ${EXPIRED_KEYS} expired idempotency keys by SQL`,
       formatTable(['', 'purged', 'without: writes/s', 'p99', 'during: writes/s', 'p99', 'ratio'], rows),
       `write rate during / without a purge: worst turn ${fmt.ratio(worst)} (target >= ${TARGETS.purgeWriteRatio}: ${worst >= TARGETS.purgeWriteRatio ? 'met' : 'MISSED'})`,
