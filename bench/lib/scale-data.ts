@@ -17,14 +17,18 @@ import { createPointsRedemption } from '../../src/domain/redemptions.js';
 import { createShop } from '../../src/domain/shops.js';
 
 /** Bump whenever the rows generated change: databases of another version are rebuilt. */
-export const GENERATOR_VERSION = 1;
+export const GENERATOR_VERSION = 2;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** How much of everything one shop has. The shapes are the same at every size. */
 export type ShopShape = {
   customers: number;
-  /** Ledger entries; every tenth belongs to customer 0 (the heavy one), the rest go round the others. */
+  /**
+   * Ledger entries; a tenth belong to customer 0 (the heavy one), every fifth of the older half (a
+   * customer busy months ago and quiet since: the newest half holds none of theirs); the rest go
+   * round the others.
+   */
   activities: number;
   /** Customers referred by customer 2. */
   referees: number;
@@ -244,8 +248,9 @@ async function generateShop(step: Step, client: pg.Client, shopId: string, shape
   const customerId = (i: string) => idSql(customerMs(i), `$1 || ':c' || (${i})`);
   const C = shape.customers;
   const N = shape.activities;
-  // Entries 0, 10, 20, … are the heavy customer's; the others go round customers 1..C-1.
-  const heavyEntries = Math.ceil(N / 10);
+  // Entries 0, 5, 10, … of the older half are the heavy customer's; the others go round customers 1..C-1.
+  const half = Math.floor(N / 2);
+  const heavyEntries = Math.ceil(half / 5);
   const others = N - heavyEntries;
   // Customers 0 and those ending in 5 redeem on every second entry (-5, a discount code); the rest only add 10.
   const redeems = (i: string) => `((${i}) = 0 or (${i}) % 10 = 5)`;
@@ -278,8 +283,10 @@ async function generateShop(step: Step, client: pg.Client, shopId: string, shape
     from (
       select g, ci, j, ${redeems('ci')} and j % 2 = 0 as redemption
       from generate_series(0, ${N - 1}) g,
-        lateral (select case when g % 10 = 0 then 0 else 1 + (g - g / 10 - 1) % ${C - 1} end as ci,
-          case when g % 10 = 0 then g / 10 + 1 else (g - g / 10 - 1) / ${C - 1} + 1 end as j) place
+        lateral (select g < ${half} and g % 5 = 0 as heavy,
+          case when g < ${half} then g - g / 5 - 1 else g - ${heavyEntries} end as h) kind,
+        lateral (select case when heavy then 0 else 1 + h % ${C - 1} end as ci,
+          case when heavy then g / 5 + 1 else h / ${C - 1} + 1 end as j) place
     ) entries
     order by g`, [shopId]);
 
