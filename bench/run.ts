@@ -1,25 +1,36 @@
 // `npm run bench [-- SCENARIO… [--duration 10] [--warmup 3] [--connections 32] [--customers 1000] [--cpu-prof DIR]]`
+// scale only: [--build-only] [--rebuild] [--samples 40] [--purge-turns 2] [--import-rows 1000000] [--parts lists,purge,import]
 // Runs the named scenarios (all when none is named) against a server on PostgreSQL
 // (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test).
 import { parseArgs } from 'node:util';
 import { runCleanups } from './lib/cleanup.js';
 import { describeMachine } from './lib/machine.js';
 import { benchDatabaseUrl } from './lib/postgres.js';
-import type { BenchOptions, Scenario } from './lib/scenario.js';
+import { type BenchOptions, SCALE_PARTS, type Scenario } from './lib/scenario.js';
 import { isolation } from './scenarios/isolation.js';
 import { points } from './scenarios/points.js';
 import { redemptions } from './scenarios/redemptions.js';
+import { scale } from './scenarios/scale.js';
 import { soak } from './scenarios/soak.js';
 import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, scale];
+// Run only when named: it builds databases of millions of rows and takes many minutes.
+const ON_REQUEST = new Set(['scale']);
 
 function positiveInt(name: string, value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a whole number, got "${value}"`);
   return n;
+}
+
+function scaleParts(value: string): Array<(typeof SCALE_PARTS)[number]> {
+  const parts = value.split(',').map((p) => p.trim());
+  const unknown = parts.filter((p) => !(SCALE_PARTS as readonly string[]).includes(p));
+  if (unknown.length) throw new Error(`--parts takes ${SCALE_PARTS.join(', ')}; not ${unknown.join(', ')}`);
+  return parts as Array<(typeof SCALE_PARTS)[number]>;
 }
 
 async function main(): Promise<number> {
@@ -31,6 +42,12 @@ async function main(): Promise<number> {
       connections: { type: 'string', default: '32' },
       customers: { type: 'string', default: '1000' },
       'cpu-prof': { type: 'string' },
+      'build-only': { type: 'boolean', default: false },
+      rebuild: { type: 'boolean', default: false },
+      samples: { type: 'string', default: '40' },
+      'purge-turns': { type: 'string', default: '2' },
+      'import-rows': { type: 'string', default: '1000000' },
+      parts: { type: 'string', default: SCALE_PARTS.join(',') },
     },
   });
   const unknown = positionals.filter((name) => !SCENARIOS.some((s) => s.name === name));
@@ -47,8 +64,16 @@ async function main(): Promise<number> {
     connections: positiveInt('connections', values.connections),
     customers: positiveInt('customers', values.customers),
     cpuProfDir: values['cpu-prof'],
+    scale: {
+      buildOnly: values['build-only'],
+      rebuild: values.rebuild,
+      samples: positiveInt('samples', values.samples),
+      purgeTurns: positiveInt('purge-turns', values['purge-turns']),
+      importRows: positiveInt('import-rows', values['import-rows']),
+      parts: new Set(scaleParts(values.parts)),
+    },
   };
-  const chosen = positionals.length ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS;
+  const chosen = positionals.length ? SCENARIOS.filter((s) => positionals.includes(s.name)) : SCENARIOS.filter((s) => !ON_REQUEST.has(s.name));
 
   process.stdout.write(`${await describeMachine(options.databaseUrl)}\n`);
   let ok = true;

@@ -10,6 +10,25 @@ export type BenchOptions = {
   customers: number;
   /** When set, the server runs with --cpu-prof and writes its profile into this folder. */
   cpuProfDir: string | undefined;
+  /** The scale scenario's own settings (bench/scenarios/scale.ts). */
+  scale: ScaleSettings;
+};
+
+/** The parts of the scale scenario, in the order it runs them. */
+export const SCALE_PARTS = ['lists', 'purge', 'import'] as const;
+
+export type ScaleSettings = {
+  /** Build (or check and migrate) the LARGE and SMALL databases, then stop. */
+  buildOnly: boolean;
+  /** Build them again even if they are current. */
+  rebuild: boolean;
+  /** Latency samples per request and size (fewer for a request whose samples take seconds). */
+  samples: number;
+  /** Measured purges under writes. */
+  purgeTurns: number;
+  /** Lines of the customers import file; 0 skips the import. */
+  importRows: number;
+  parts: ReadonlySet<(typeof SCALE_PARTS)[number]>;
 };
 
 /** A benchmark module under bench/scenarios: it prints its own table and says whether its checks passed. */

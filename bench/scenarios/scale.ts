@@ -1,0 +1,649 @@
+// Scale (issue 16): does a request cost the same in a shop of a million customers as in a shop of a
+// thousand? Every list and lookup of REST and GraphQL, at LARGE and SMALL in turns, for equal result
+// sizes (same page width, a page that is full in both, deep pages and cursors in LARGE); then the
+// purges' effect on concurrent writes and an empty purge's duration, at LARGE; then the customers
+// import of a 1,000,000-line file: its rate over the file and the CLI's peak memory.
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createWriteStream, existsSync } from 'node:fs';
+import { rename } from 'node:fs/promises';
+import { once } from 'node:events';
+import path from 'node:path';
+import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type pg from 'pg';
+import { Pool } from 'undici';
+import { loadConfig } from '../../src/config.js';
+import { type DB, openDatabase } from '../../src/db/database.js';
+import { migrateToLatest } from '../../src/db/migrate.js';
+import { purgeExpiredIdempotencyKeys } from '../../src/domain/idempotency.js';
+import { encodeCursor, encodeTimeCursor } from '../../src/domain/pagination.js';
+import { createShop } from '../../src/domain/shops.js';
+import { purgeDeliveries } from '../../src/webhooks/delivery-queue.js';
+import { percentile, summarize } from '../lib/load.js';
+import { connect } from '../lib/postgres.js';
+import {
+  dropDatabase,
+  ensureScaleDatabase,
+  FIRST_SHOPIFY_ID,
+  insertDeliveries,
+  insertIdempotencyKeys,
+  recreateDatabase,
+  ROLES,
+  type ScaleDatabase,
+  type ScaleSize,
+} from '../lib/scale-data.js';
+import type { BenchOptions, Scenario } from '../lib/scenario.js';
+import { REPO_ROOT, type ServerProcess, startServer } from '../lib/server.js';
+import { fmt, formatTable } from '../lib/table.js';
+
+const TARGETS = { ratio: 2, purgeWriteRatio: 0.8, emptyPurgeMs: 20, importSeconds: 120, importRssMiB: 200 };
+/** What one request may spend on its samples at one size: a request taking seconds gets fewer than `samples`. */
+const TIME_BUDGET_MS = 8_000;
+const MIN_SAMPLES = 5;
+const ROUNDS = 5;
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+// --- the requests --------------------------------------------------------------------------------
+
+/** Where a request goes in one database: identifiers, deep cursors and page numbers differ by size. */
+type Targets = {
+  size: ScaleSize;
+  heavy: string;
+  referrer: string;
+  ordinary: string;
+  ordinaryEmail: string;
+  /** A failed delivery (three attempts), the oldest. */
+  deliveryId: string;
+  subscriptionId: string;
+  cursors: { activities: string; discountCodes: string; referees: string; customers: string; customersM: string; deliveries: string };
+};
+
+type Call = { method: 'GET' | 'POST'; path: string; body?: unknown; headers?: Record<string, string> };
+/**
+ * The contract's fixed per-shop limits (src/rate-limit/operations.ts), which RATE_LIMIT_PER_MINUTE
+ * does not raise: requests counted against one are spaced to stay under it.
+ */
+const FIXED_LIMITS = { webhook_deliveries: 60, webhook_subscriptions: 30 } as const;
+type FixedLimit = keyof typeof FIXED_LIMITS;
+/** Samples per size of a request under a fixed limit: at one a second, more would take minutes. */
+const LIMITED_SAMPLES = 10;
+
+type Probe = {
+  name: string;
+  limit?: FixedLimit;
+  /** The request at each size. */
+  call: (t: Targets) => Call;
+  /** Rows in the answer (edges at every depth for GraphQL). */
+  rows: (body: any) => number;
+};
+
+const LARGE_AND_SMALL = <T,>(large: T, small: T) => (t: Targets) => (t.size === 'large' ? large : small);
+
+const query = (params: Record<string, string | number>) => `?${new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]))}`;
+const rest = (path: string, params: Record<string, string | number> = {}): Call => ({ method: 'GET', path: `/rest-api/v1${path}${Object.keys(params).length ? query(params) : ''}` });
+const gql = (text: string, variables: Record<string, unknown> = {}): Call => ({ method: 'POST', path: '/graphql', body: { query: text, variables } });
+
+/** Every edge in a GraphQL answer, at any depth (a nested page's edges count too). */
+function countEdges(value: unknown): number {
+  if (Array.isArray(value)) return value.reduce((n: number, v) => n + countEdges(v), 0);
+  if (!value || typeof value !== 'object') return 0;
+  let n = 0;
+  for (const [key, v] of Object.entries(value)) {
+    if (key === 'edges' && Array.isArray(v)) n += v.length;
+    if (key === 'attempts' && Array.isArray(v)) n += v.length;
+    n += countEdges(v);
+  }
+  return n;
+}
+const edges = (body: any) => countEdges(body.data);
+const one = (body: any) => (Object.values(body.data ?? {})[0] ? 1 : 0);
+
+const ACTIVITY = '_id type settingType description oldPoints newPoints createdAt';
+const CUSTOMER = '_id shopifyCustomerId email birthday points createdAt updatedAt';
+const REFEREE = 'id status referralCode email points shopifyCustomerId latestActivity createdAt';
+const DELIVERY = 'id eventId subscriptionId topic status attemptCount lastAttemptAt lastResponseStatus createdAt';
+const PAGE_INFO = 'pageInfo { hasNextPage endCursor }';
+
+const CUSTOMER_PAGE = (field: string, fields: string) => `query($id: String!, $first: Int, $after: String) {
+  customer(identifier: $id) { _id ${field}(first: $first, after: $after) { edges { cursor node { ${fields} } } ${PAGE_INFO} } } }`;
+const CUSTOMERS = `query($first: Int, $after: String, $prefix: String) {
+  customers(first: $first, after: $after, emailPrefix: $prefix) { edges { cursor node { ${CUSTOMER} } } ${PAGE_INFO} } }`;
+// Page widths written out: the cost limit counts a variable's as 250.
+const CUSTOMERS_NESTED = `{ customers(first: 20) { edges { node { _id email
+  activities(first: 5) { edges { node { _id newPoints } } }
+  discountCodes(first: 5) { edges { node { _id code } } }
+  referees(first: 5) { edges { node { id email } } } } } } }`;
+const DELIVERIES = `query($first: Int, $after: String, $status: WebhookDeliveryStatus, $subscriptionId: ID, $topic: String) {
+  webhookDeliveries(first: $first, after: $after, status: $status, subscriptionId: $subscriptionId, topic: $topic) {
+    edges { cursor node { ${DELIVERY} } } ${PAGE_INFO} } }`;
+const DELIVERIES_ATTEMPTS = `query($first: Int) { webhookDeliveries(first: $first) { edges { node { id status
+  attempts { id attemptedAt responseStatus durationMs } } } } }`;
+
+/**
+ * Each request at both sizes with the same page width, on a page that is full at both: the deep
+ * page or cursor is LARGE's (page 400 of a referrer's 100,000 referees, say), against a page of the
+ * same width at SMALL; a filter that matches nothing matches nothing at both.
+ */
+const PROBES: Probe[] = [
+  // REST: lookups
+  { name: 'REST GET /referral (by e-mail)', call: (t) => rest('/referral', { customerIdentifier: t.ordinaryEmail }), rows: (b) => (b.data?.referralCode ? 1 : 0) },
+  { name: 'REST GET /referral (by shop id)', call: (t) => rest('/referral', { customerIdentifier: t.ordinary }), rows: (b) => (b.data?.referralCode ? 1 : 0) },
+  { name: 'REST GET /pointsRedemptions', call: (t) => rest('/pointsRedemptions', { customerIdentifier: t.ordinary, page: 1, pageSize: 250 }), rows: (b) => b.pointsRedemptions.length },
+  { name: 'REST GET /webhooks/topics', call: () => rest('/webhooks/topics'), rows: (b) => b.topics.length },
+  { name: 'REST GET /webhooks/subscriptions', limit: 'webhook_subscriptions', call: () => rest('/webhooks/subscriptions'), rows: (b) => b.subscriptions.length },
+  { name: 'REST GET /webhooks/deliveries/:id (3 attempts)', limit: 'webhook_deliveries', call: (t) => rest(`/webhooks/deliveries/${t.deliveryId}`), rows: (b) => 1 + b.delivery.attempts.length },
+  // REST: lists by page number
+  { name: 'REST /referral/referee p1 (250)', call: (t) => rest('/referral/referee', { customerIdentifier: t.referrer, page: 1, pageSize: 250 }), rows: (b) => b.data.length },
+  {
+    name: 'REST /referral/referee p400 | p1 (250)',
+    call: (t) => rest('/referral/referee', { customerIdentifier: t.referrer, page: LARGE_AND_SMALL(400, 1)(t), pageSize: 250 }),
+    rows: (b) => b.data.length,
+  },
+  { name: 'REST /webhooks/deliveries p1 (250)', limit: 'webhook_deliveries', call: () => rest('/webhooks/deliveries', { page: 1, pageSize: 250 }), rows: (b) => b.deliveries.length },
+  {
+    name: 'REST /webhooks/deliveries p1000 | p2 (250)', limit: 'webhook_deliveries',
+    call: (t) => rest('/webhooks/deliveries', { page: LARGE_AND_SMALL(1000, 2)(t), pageSize: 250 }),
+    rows: (b) => b.deliveries.length,
+  },
+  { name: 'REST /webhooks/deliveries status=pending (0 rows)', limit: 'webhook_deliveries', call: () => rest('/webhooks/deliveries', { status: 'pending', pageSize: 50 }), rows: (b) => b.deliveries.length },
+  { name: 'REST /webhooks/deliveries status=failed (20)', limit: 'webhook_deliveries', call: () => rest('/webhooks/deliveries', { status: 'failed', pageSize: 20 }), rows: (b) => b.deliveries.length },
+  {
+    name: 'REST /webhooks/deliveries subscription p1000 | p1 (100)', limit: 'webhook_deliveries',
+    call: (t) => rest('/webhooks/deliveries', { subscriptionId: t.subscriptionId, page: LARGE_AND_SMALL(1000, 1)(t), pageSize: 100 }),
+    rows: (b) => b.deliveries.length,
+  },
+  {
+    name: 'REST /webhooks/deliveries topic=points/* p1000 | p1 (250)', limit: 'webhook_deliveries',
+    call: (t) => rest('/webhooks/deliveries', { topic: 'points/*', page: LARGE_AND_SMALL(1000, 1)(t), pageSize: 250 }),
+    rows: (b) => b.deliveries.length,
+  },
+  // GraphQL: lookups
+  { name: 'GQL customer (by e-mail)', call: (t) => gql(`query($id: String!) { customer(identifier: $id) { ${CUSTOMER} referralCode } }`, { id: t.ordinaryEmail }), rows: one },
+  { name: 'GQL customer (by shop id)', call: (t) => gql(`query($id: String!) { customer(identifier: $id) { ${CUSTOMER} referralCode } }`, { id: t.ordinary }), rows: one },
+  {
+    name: 'GQL webhookDelivery { attempts payload }', limit: 'webhook_deliveries',
+    call: (t) => gql(`query($id: ID!) { webhookDelivery(id: $id) { ${DELIVERY} payload attempts { id responseStatus } } }`, { id: t.deliveryId }),
+    rows: (b) => one(b) + edges(b),
+  },
+  { name: 'GQL shop, apiKeys', call: () => gql('{ shop { id name } apiKeys { prefix active createdAt } }'), rows: (b) => 1 + b.data.apiKeys.length },
+  { name: 'GQL webhookSubscriptions', limit: 'webhook_subscriptions', call: () => gql('{ webhookSubscriptions(first: 20) { edges { node { id topic status callbackUrl } } } }'), rows: edges },
+  {
+    name: 'GQL pointsRedemptions(customerIdentifier)',
+    call: (t) => gql('query($c: String) { pointsRedemptions(first: 20, customerIdentifier: $c) { edges { node { _id name rewardValue redeemable } } } }', { c: t.ordinary }),
+    rows: edges,
+  },
+  // GraphQL: a customer's connections, first page and after a deep cursor
+  { name: 'GQL customer.activities (50), heavy', call: (t) => gql(CUSTOMER_PAGE('activities', ACTIVITY), { id: t.heavy, first: 50 }), rows: edges },
+  { name: 'GQL customer.activities (50), heavy, deep cursor', call: (t) => gql(CUSTOMER_PAGE('activities', ACTIVITY), { id: t.heavy, first: 50, after: t.cursors.activities }), rows: edges },
+  { name: 'GQL customer.activities (4), ordinary', call: (t) => gql(CUSTOMER_PAGE('activities', ACTIVITY), { id: t.ordinary, first: 4 }), rows: edges },
+  { name: 'GQL customer.discountCodes (50), heavy', call: (t) => gql(CUSTOMER_PAGE('discountCodes', '_id code value pointsAmount createdAt'), { id: t.heavy, first: 50 }), rows: edges },
+  {
+    name: 'GQL customer.discountCodes (50), deep cursor',
+    call: (t) => gql(CUSTOMER_PAGE('discountCodes', '_id code value pointsAmount createdAt'), { id: t.heavy, first: 50, after: t.cursors.discountCodes }),
+    rows: edges,
+  },
+  { name: 'GQL customer.referees (250)', call: (t) => gql(CUSTOMER_PAGE('referees', REFEREE), { id: t.referrer, first: 250 }), rows: edges },
+  { name: 'GQL customer.referees (250), deep cursor', call: (t) => gql(CUSTOMER_PAGE('referees', REFEREE), { id: t.referrer, first: 250, after: t.cursors.referees }), rows: edges },
+  // GraphQL: customers
+  { name: 'GQL customers (250)', call: () => gql(CUSTOMERS, { first: 250 }), rows: edges },
+  { name: 'GQL customers (250), deep cursor', call: (t) => gql(CUSTOMERS, { first: 250, after: t.cursors.customers }), rows: edges },
+  { name: 'GQL customers(emailPrefix "m") (20)', call: () => gql(CUSTOMERS, { first: 20, prefix: 'm' }), rows: edges },
+  { name: 'GQL customers(emailPrefix "m") (20), deep cursor', call: (t) => gql(CUSTOMERS, { first: 20, prefix: 'm', after: t.cursors.customersM }), rows: edges },
+  { name: 'GQL customers(emailPrefix "mz") (0 rows)', call: () => gql(CUSTOMERS, { first: 20, prefix: 'mz' }), rows: edges },
+  { name: 'GQL customers (20) { activities, codes, referees (5) }', call: () => gql(CUSTOMERS_NESTED), rows: edges },
+  // GraphQL: deliveries
+  { name: 'GQL webhookDeliveries (50)', limit: 'webhook_deliveries', call: () => gql(DELIVERIES, { first: 50 }), rows: edges },
+  { name: 'GQL webhookDeliveries (50), deep cursor', limit: 'webhook_deliveries', call: (t) => gql(DELIVERIES, { first: 50, after: t.cursors.deliveries }), rows: edges },
+  { name: 'GQL webhookDeliveries(status PENDING) (0 rows)', limit: 'webhook_deliveries', call: () => gql(DELIVERIES, { first: 50, status: 'pending' }), rows: edges },
+  { name: 'GQL webhookDeliveries(status FAILED) (20)', limit: 'webhook_deliveries', call: () => gql(DELIVERIES, { first: 20, status: 'failed' }), rows: edges },
+  { name: 'GQL webhookDeliveries(subscriptionId) (50)', limit: 'webhook_deliveries', call: (t) => gql(DELIVERIES, { first: 50, subscriptionId: t.subscriptionId }), rows: edges },
+  { name: 'GQL webhookDeliveries(topic "points/*") (50)', limit: 'webhook_deliveries', call: () => gql(DELIVERIES, { first: 50, topic: 'points/*' }), rows: edges },
+  { name: 'GQL webhookDeliveries (20) { attempts }', limit: 'webhook_deliveries', call: () => gql(DELIVERIES_ATTEMPTS, { first: 20 }), rows: edges },
+  // A write, for scale: one balance change among a million customers vs a thousand.
+  {
+    name: 'REST POST /points/add',
+    call: (t) => ({ method: 'POST', path: '/rest-api/v1/points/add', body: { customerIdentifier: t.ordinary, amount: 1, description: 'scale bench' } }),
+    rows: (b) => (b.activity ? 1 : 0),
+  },
+];
+
+/** Identifiers and deep cursors of one database, read from it (so they follow its data as it is now). */
+async function targetsOf(db: ScaleDatabase): Promise<Targets> {
+  const { facts } = db;
+  const large = facts.size === 'large';
+  const client = await connect(db.url);
+  try {
+    const shop = facts.shopId;
+    const customerId = async (role: number) =>
+      (await client.query<{ id: string; email: string }>('select id, email from customers where shop_id = $1 and shopify_customer_id = $2', [shop, String(FIRST_SHOPIFY_ID + role)])).rows[0]!;
+    const heavy = await customerId(ROLES.heavy);
+    const referrer = await customerId(ROLES.referrer);
+    const ordinary = await customerId(ROLES.ordinary);
+    // The key of the row at `offset` in a list's order: a cursor as deep as a client paging that far would hold.
+    const seqAt = async (text: string, values: unknown[]) => encodeCursor([Number((await client.query<{ seq: string }>(text, values)).rows[0]!.seq)]);
+    const activities = await seqAt('select seq from activities where customer_id = $1 order by seq desc offset $2 limit 1', [heavy.id, large ? 400_000 : 500]);
+    const discountCodes = await seqAt('select seq from discount_codes where customer_id = $1 order by seq desc offset $2 limit 1', [heavy.id, large ? 200_000 : 250]);
+    const referees = await seqAt('select seq from referrals where referrer_id = $1 order by seq offset $2 limit 1', [referrer.id, large ? 99_000 : 25]);
+    const emailAt = async (prefix: string, offset: number) => {
+      const { rows } = await client.query<{ email: string; id: string }>(
+        "select lower(email) as email, id from customers where shop_id = $1 and lower(email) like $2 || '%' order by lower(email), id offset $3 limit 1",
+        [shop, prefix, offset],
+      );
+      return encodeCursor([rows[0]!.email, rows[0]!.id]);
+    };
+    const customers = await emailAt('', large ? 900_000 : 500);
+    const customersM = await emailAt('m', large ? 40_000 : 20);
+    const delivery = (
+      await client.query<{ created_at: Date; id: string }>(
+        'select created_at, id from webhook_deliveries where shop_id = $1 order by created_at desc, id desc offset $2 limit 1',
+        [shop, large ? 400_000 : 250],
+      )
+    ).rows[0]!;
+    const failed = (await client.query<{ id: string }>("select id from webhook_deliveries where shop_id = $1 and status = 'failed' order by created_at limit 1", [shop])).rows[0]!;
+    return {
+      size: facts.size,
+      heavy: String(FIRST_SHOPIFY_ID + ROLES.heavy),
+      referrer: String(FIRST_SHOPIFY_ID + ROLES.referrer),
+      ordinary: String(FIRST_SHOPIFY_ID + ROLES.ordinary),
+      ordinaryEmail: ordinary.email.toUpperCase(),
+      deliveryId: failed.id,
+      subscriptionId: facts.subscriptions.customers,
+      cursors: { activities, discountCodes, referees, customers, customersM, deliveries: encodeTimeCursor(delivery) },
+    };
+  } finally {
+    await client.end();
+  }
+}
+
+type Side = { server: ServerProcess; pool: Pool; apiKey: string; targets: Targets; lastSent: Partial<Record<FixedLimit, number>> };
+
+/** Waits until a request counted against `limit` may go without meeting it (a sliding minute). */
+async function pace(side: Side, limit: FixedLimit | undefined): Promise<void> {
+  if (!limit) return;
+  const gap = (60_000 / FIXED_LIMITS[limit]) * 1.05;
+  const wait = (side.lastSent[limit] ?? 0) + gap - Date.now();
+  if (wait > 0) await sleep(wait);
+  side.lastSent[limit] = Date.now();
+}
+type Sample = { ms: number; rows: number; error?: string };
+
+async function send(side: Side, call: Call, rowsOf: (body: any) => number): Promise<Sample> {
+  const started = performance.now();
+  const res = await side.pool.request({
+    method: call.method,
+    path: call.path,
+    headers: { authorization: `Bearer ${side.apiKey}`, ...(call.body ? { 'content-type': 'application/json' } : {}), ...call.headers },
+    body: call.body ? JSON.stringify(call.body) : undefined,
+  });
+  const text = await res.body.text();
+  const ms = performance.now() - started;
+  if (res.statusCode !== 200) return { ms, rows: 0, error: `${res.statusCode} ${text.slice(0, 200)}` };
+  const body = JSON.parse(text);
+  if (body.errors) return { ms, rows: 0, error: JSON.stringify(body.errors).slice(0, 200) };
+  return { ms, rows: rowsOf(body) };
+}
+
+type ProbeResult = { name: string; rows: Record<ScaleSize, number>; latencies: Record<ScaleSize, number[]>; error?: string };
+
+/** One request at both sizes: warm-up, then rounds in which each size takes its turn (first in alternate rounds). */
+async function measureProbe(probe: Probe, sides: Record<ScaleSize, Side>, samples: number): Promise<ProbeResult> {
+  const result: ProbeResult = { name: probe.name, rows: { large: 0, small: 0 }, latencies: { large: [], small: [] } };
+  const sizes: ScaleSize[] = ['large', 'small'];
+  let slowest = 0;
+  for (let i = 0; i < 2; i++) {
+    for (const size of sizes) {
+      await pace(sides[size], probe.limit);
+      const s = await send(sides[size], probe.call(sides[size].targets), probe.rows);
+      if (s.error) return { ...result, error: `${size}: ${s.error}` };
+      result.rows[size] = s.rows;
+      slowest = Math.max(slowest, s.ms);
+    }
+  }
+  const wanted = probe.limit ? Math.min(samples, LIMITED_SAMPLES) : samples;
+  const count = Math.max(MIN_SAMPLES, Math.min(wanted, Math.floor(TIME_BUDGET_MS / Math.max(slowest, 1))));
+  const perRound = Math.ceil(count / ROUNDS);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const size of round % 2 ? [...sizes].reverse() : sizes) {
+      for (let i = 0; i < perRound; i++) {
+        await pace(sides[size], probe.limit);
+        const s = await send(sides[size], probe.call(sides[size].targets), probe.rows);
+        if (s.error) return { ...result, error: `${size}: ${s.error}` };
+        result.latencies[size].push(s.ms);
+      }
+    }
+  }
+  return result;
+}
+
+async function runLists(sides: Record<ScaleSize, Side>, samples: number): Promise<{ table: string; over: number; failed: number }> {
+  const rows: Array<Array<string | number>> = [];
+  let over = 0;
+  let failed = 0;
+  for (const probe of PROBES) {
+    const r = await measureProbe(probe, sides, samples);
+    if (r.error) {
+      failed++;
+      rows.push([r.name, '-', '-', '-', '-', '-', '-', '-', `FAILED ${r.error}`]);
+      process.stdout.write(`  ${r.name}: FAILED ${r.error}\n`);
+      continue;
+    }
+    const small = summarize(r.latencies.small);
+    const large = summarize(r.latencies.large);
+    const p50 = large.p50 / small.p50;
+    const p99 = large.p99 / small.p99;
+    const marks = [p50 > TARGETS.ratio || p99 > TARGETS.ratio ? '> 2' : '', r.rows.large === r.rows.small ? '' : 'rows differ'].filter(Boolean).join(', ');
+    if (p99 > TARGETS.ratio) over++;
+    const rowCount = r.rows.large === r.rows.small ? String(r.rows.large) : `${r.rows.large} | ${r.rows.small}`;
+    rows.push([r.name, rowCount, r.latencies.large.length, fmt.ms(small.p50), fmt.ms(small.p99), fmt.ms(large.p50), fmt.ms(large.p99), fmt.ratio(p50), fmt.ratio(p99), marks]);
+    process.stdout.write(`  ${r.name}: ${fmt.ms(small.p99)} | ${fmt.ms(large.p99)} p99 (${fmt.ratio(p99)})\n`);
+  }
+  const table = formatTable(['request (LARGE | SMALL where they differ)', 'rows', 'samples', 'SMALL p50', 'SMALL p99', 'LARGE p50', 'LARGE p99', 'p50 ratio', 'p99 ratio', ''], rows);
+  return { table, over, failed };
+}
+
+// --- purges --------------------------------------------------------------------------------------
+
+type Purge = {
+  name: string;
+  /** Tops the purgeable rows up to the same amount before each measured purge, by SQL. */
+  prepare(client: pg.Client, db: ScaleDatabase, now: number): Promise<void>;
+  run(db: DB): Promise<number>;
+};
+
+const OLD_DELIVERIES = 200_000;
+const EXPIRED_KEYS = 800_000;
+
+function purgesFor(retentionDays: number): Purge[] {
+  return [
+    {
+      name: 'webhook deliveries',
+      async prepare(client, db, now) {
+        const before = new Date(now - retentionDays * DAY_MS);
+        const { rows } = await client.query<{ n: string }>('select count(*) as n from webhook_deliveries where created_at < $1', [before]);
+        const missing = OLD_DELIVERIES - Number(rows[0]!.n);
+        if (missing <= 0) return;
+        // 40 to 60 days old, ids and event ids of their own (a previous run's may remain).
+        await insertDeliveries(quietStep(client), 'old', db.facts.shopId, db.facts.subscriptions, {
+          count: missing, newestAgoMs: (retentionDays + 10) * DAY_MS, spanMs: 20 * DAY_MS, salt: `p${now}`, now,
+        });
+      },
+      run: (db) => purgeDeliveries(db, new Date(Date.now() - retentionDays * DAY_MS)),
+    },
+    {
+      name: 'idempotency keys',
+      async prepare(client, db, now) {
+        const { rows } = await client.query<{ n: string }>("select count(*) as n from idempotency_keys where created_at < now() - interval '24 hours'");
+        const missing = EXPIRED_KEYS - Number(rows[0]!.n);
+        if (missing <= 0) return;
+        await insertIdempotencyKeys(quietStep(client), 'old', db.facts.shopId, { count: missing, expiredShare: 1, salt: `p${now}`, now });
+      },
+      run: (db) => purgeExpiredIdempotencyKeys(db),
+    },
+    // purgeRelayedOutboxEvents (issue 16 item 2) goes here when it lands: a `prepare` that tops up
+    // relayed events older than its retention (insert … select from generate_series, as above), and
+    // `run: (db) => purgeRelayedOutboxEvents(db, …)`.
+  ];
+}
+
+const quietStep = (client: pg.Client) => async (_what: string, text: string, values: unknown[]) => {
+  await client.query(text, values);
+};
+
+/** Closed-loop points/add at `connections` concurrency until `until` resolves; successes per second and latencies. */
+async function writeLoad(side: Side, customers: number, connections: number, until: Promise<unknown>, minMs: number) {
+  let stop = false;
+  const latencies: number[] = [];
+  let failed = 0;
+  const started = performance.now();
+  const worker = async () => {
+    while (!stop) {
+      const s = await send(
+        side,
+        {
+          method: 'POST',
+          path: '/rest-api/v1/points/add',
+          // As careful clients send writes: each claims a key in the table the purge deletes from.
+          headers: { 'idempotency-key': randomUUID() },
+          body: { customerIdentifier: String(FIRST_SHOPIFY_ID + Math.floor(Math.random() * customers)), amount: 1, description: 'scale bench purge' },
+        },
+        () => 1,
+      );
+      if (s.error) failed++;
+      else latencies.push(s.ms);
+    }
+  };
+  const workers = Array.from({ length: connections }, worker);
+  await Promise.all([until, sleep(minMs)]);
+  stop = true;
+  await Promise.all(workers);
+  const seconds = (performance.now() - started) / 1000;
+  return { rate: latencies.length / seconds, seconds, ...summarize(latencies), failed };
+}
+
+async function runPurges(side: Side, db: ScaleDatabase, turns: number): Promise<string> {
+  const retentionDays = loadConfig({ ...process.env, DATABASE_URL: db.url }).webhookRetentionDays;
+  const purges = purgesFor(retentionDays);
+  const client = await connect(db.url);
+  const { db: kysely, close } = await openDatabase({ url: db.url, poolSize: 4 });
+  const connections = 16;
+  try {
+    const rows: Array<Array<string | number>> = [];
+    const ratios: number[] = [];
+    let windowMs = 10_000;
+    // Warm the write path first: the first turn should not pay for a cold server.
+    await writeLoad(side, db.facts.shape.customers, connections, Promise.resolve(), 3_000);
+    for (let turn = 1; turn <= turns; turn++) {
+      const now = Date.now();
+      for (const purge of purges) await purge.prepare(client, db, now);
+      await client.query('analyze webhook_deliveries; analyze idempotency_keys');
+      await client.query('checkpoint');
+      const without = await writeLoad(side, db.facts.shape.customers, connections, Promise.resolve(), windowMs);
+      await client.query('checkpoint');
+      const purged: Record<string, { rows: number; ms: number }> = {};
+      const purging = (async () => {
+        for (const purge of purges) {
+          const t = performance.now();
+          const n = await purge.run(kysely);
+          purged[purge.name] = { rows: n, ms: performance.now() - t };
+        }
+      })();
+      const during = await writeLoad(side, db.facts.shape.customers, connections, purging, 2_000);
+      const purgeMs = Object.values(purged).reduce((n, p) => n + p.ms, 0);
+      windowMs = Math.max(5_000, purgeMs);
+      const ratio = during.rate / without.rate;
+      ratios.push(ratio);
+      rows.push([
+        `turn ${turn}`,
+        Object.entries(purged).map(([name, p]) => `${name} ${p.rows} in ${(p.ms / 1000).toFixed(1)} s`).join('; '),
+        fmt.rate(without.rate), fmt.ms(without.p99), fmt.rate(during.rate), fmt.ms(during.p99), fmt.ratio(ratio),
+      ]);
+      process.stdout.write(`  purge turn ${turn}: ${fmt.rate(without.rate)} → ${fmt.rate(during.rate)} writes/s (${fmt.ratio(ratio)})\n`);
+    }
+    // Nothing left to purge now: what an idle purge run costs.
+    const empty: Array<Array<string | number>> = [];
+    for (const purge of purges) {
+      const times: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const t = performance.now();
+        const n = await purge.run(kysely);
+        times.push(performance.now() - t);
+        if (n !== 0) throw new Error(`the ${purge.name} purge found ${n} rows on its empty run`);
+      }
+      const sorted = Float64Array.from(times).sort();
+      const median = percentile(sorted, 50);
+      empty.push([`${purge.name}, nothing to purge`, fmt.ms(median), fmt.ms(sorted[sorted.length - 1]!), `< ${TARGETS.emptyPurgeMs} ms`, median < TARGETS.emptyPurgeMs ? 'met' : 'MISSED']);
+    }
+    const worst = Math.min(...ratios);
+    return [
+      `points/add (each with its own Idempotency-Key) at ${connections} connections on LARGE, without a purge, then while the purges run (one after the other: ${purges.map((p) => p.name).join(', ')}),`,
+      `each turn after topping up ${OLD_DELIVERIES} deliveries older than the ${retentionDays}-day retention and ${EXPIRED_KEYS} expired idempotency keys by SQL`,
+      formatTable(['', 'purged', 'without: writes/s', 'p99', 'during: writes/s', 'p99', 'ratio'], rows),
+      `write rate during / without a purge: worst turn ${fmt.ratio(worst)} (target >= ${TARGETS.purgeWriteRatio}: ${worst >= TARGETS.purgeWriteRatio ? 'met' : 'MISSED'})`,
+      '',
+      formatTable(['empty purge run (5 runs)', 'median', 'max', 'target', 'result'], empty),
+    ].join('\n');
+  } finally {
+    await close();
+    await client.end();
+  }
+}
+
+// --- the customers import ------------------------------------------------------------------------
+
+async function importFile(rows: number): Promise<string> {
+  const file = path.join(os.tmpdir(), `bench-scale-customers-${rows}.ndjson`);
+  if (existsSync(file)) return file;
+  const out = createWriteStream(`${file}.partial`);
+  for (let i = 0; i < rows; i++) {
+    const line = JSON.stringify({
+      shopifyCustomerId: String(8_000_000_000 + i),
+      email: `${['Ada', 'ben', 'Maria', 'zoe', 'omar', 'Ivy', 'lucas', 'Nina'][i % 8]}.import${i}@example.org`,
+      ...(i % 2 === 0 ? { points: i % 5000 } : {}),
+      ...(i % 3 === 0 ? { birthday: `19${60 + (i % 40)}-0${1 + (i % 9)}-1${i % 10}` } : {}),
+    });
+    if (!out.write(`${line}\n`)) await once(out, 'drain');
+  }
+  out.end();
+  await once(out, 'finish');
+  await rename(`${file}.partial`, file);
+  return file;
+}
+
+/** When the count first reached `target`, interpolated between polls. */
+function timeAt(samples: Array<{ t: number; n: number }>, target: number): number {
+  for (let i = 1; i < samples.length; i++) {
+    const a = samples[i - 1]!;
+    const b = samples[i]!;
+    if (b.n >= target) return b.n === a.n ? b.t : a.t + ((target - a.n) / (b.n - a.n)) * (b.t - a.t);
+  }
+  return Number.NaN;
+}
+
+async function runImport(base: string, rows: number): Promise<string> {
+  const t0 = performance.now();
+  const file = await importFile(rows);
+  process.stdout.write(`  import file ${file} ready in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+  const name = 'bench_scale_import';
+  const url = await recreateDatabase(base, name);
+  const { db, close } = await openDatabase({ url, poolSize: 1 });
+  let shopId: string;
+  try {
+    await migrateToLatest(db);
+    shopId = (await createShop(db, 'Scale import')).shop.id;
+  } finally {
+    await close();
+  }
+  const client = await connect(url);
+  try {
+    // /usr/bin/time reports the CLI's peak RSS exactly; the node process is its child.
+    const child = spawn('/usr/bin/time', ['-v', process.execPath, '--import', 'tsx', 'src/cli/main.ts', 'customers', 'import', file, '--shop', shopId], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-8000)));
+    const exited = once(child, 'exit');
+    const started = performance.now();
+    const counts: Array<{ t: number; n: number }> = [{ t: 0, n: 0 }];
+    let done = false;
+    void exited.then(() => (done = true));
+    while (!done) {
+      const { rows: r } = await client.query<{ n: string }>('select count(*) as n from customers where shop_id = $1', [shopId]);
+      counts.push({ t: (performance.now() - started) / 1000, n: Number(r[0]!.n) });
+      await Promise.race([sleep(1000), exited]);
+    }
+    const [code] = await exited;
+    const total = (performance.now() - started) / 1000;
+    const final = Number((await client.query<{ n: string }>('select count(*) as n from customers where shop_id = $1', [shopId])).rows[0]!.n);
+    counts.push({ t: total, n: final });
+    const peakKiB = Number(/Maximum resident set size \(kbytes\): (\d+)/.exec(stderr)?.[1] ?? Number.NaN);
+    const tenth = rows / 10;
+    // From the first committed batch: the CLI's start-up (tsx, config, connection) is not the file's rate.
+    const first = counts.find((c) => c.n > 0) ?? { t: 0, n: 0 };
+    const firstRate = first.n < tenth ? (tenth - first.n) / (timeAt(counts, tenth) - first.t) : Number.NaN;
+    const lastRate = tenth / (timeAt(counts, rows) - timeAt(counts, rows - tenth));
+    const peakMiB = peakKiB / 1024;
+    const result = [
+      `customers import of ${rows} NDJSON lines (half with points, a third with birthdays) into an empty shop on PostgreSQL, run as \`npm run cli -- customers import FILE --shop ID\``,
+      `exit code ${code}; ${final} customers in the shop afterwards; the CLI said: ${stdout.trim().split('\n')[0]?.slice(0, 200) ?? ''}`,
+      formatTable(
+        ['import', 'value', 'target', 'result'],
+        [
+          ['total time', `${total.toFixed(1)} s`, `< ${TARGETS.importSeconds} s`, total < TARGETS.importSeconds ? 'met' : 'MISSED'],
+          ['start-up, to the first rows committed', `${first.t.toFixed(1)} s`, '', ''],
+          ['rows/s, first tenth of the file', fmt.rate(firstRate), '', ''],
+          ['rows/s, last tenth of the file', fmt.rate(lastRate), 'steady', lastRate >= 0.8 * firstRate ? 'met' : 'MISSED'],
+          ['rows/s, overall', fmt.rate(final / total), '', ''],
+          ['CLI peak RSS', `${peakMiB.toFixed(0)} MiB`, `< ${TARGETS.importRssMiB} MiB`, peakMiB < TARGETS.importRssMiB ? 'met' : 'MISSED'],
+        ],
+      ),
+    ];
+    if (code !== 0) result.push(`the import failed:\n${stderr.slice(-2000)}`);
+    return result.join('\n');
+  } finally {
+    await client.end();
+    await dropDatabase(base, name);
+  }
+}
+
+// --- the scenario --------------------------------------------------------------------------------
+
+async function run(options: BenchOptions): Promise<boolean> {
+  const scale = options.scale;
+  const log = (line: string) => process.stdout.write(`${line}\n`);
+  const started = performance.now();
+  const large = await ensureScaleDatabase(options.databaseUrl, 'large', { rebuild: scale.rebuild, log });
+  const small = await ensureScaleDatabase(options.databaseUrl, 'small', { rebuild: scale.rebuild, log });
+  log(`  data ready in ${((performance.now() - started) / 1000).toFixed(0)} s (LARGE ${large.built ? 'built' : 'reused'}, built in ${large.buildSeconds.toFixed(0)} s; SMALL ${small.built ? 'built' : 'reused'}, built in ${small.buildSeconds.toFixed(0)} s)`);
+  if (scale.buildOnly) return true;
+
+  const report: string[] = [];
+  let ok = true;
+  const dbs: Record<ScaleSize, ScaleDatabase> = { large, small };
+  const sides: Partial<Record<ScaleSize, Side>> = {};
+  try {
+    if (scale.parts.has('lists') || scale.parts.has('purge')) {
+      for (const size of ['large', 'small'] as const) {
+        const db = dbs[size];
+        const server = await startServer({ databaseUrl: db.url });
+        sides[size] = { server, pool: new Pool(server.url, { connections: 16 }), apiKey: db.facts.apiKey, targets: await targetsOf(db), lastSent: {} };
+      }
+    }
+    if (scale.parts.has('lists')) {
+      const lists = await runLists(sides as Record<ScaleSize, Side>, scale.samples);
+      ok = lists.failed === 0 && ok;
+      report.push(
+        `every list and lookup, one request at a time, LARGE and SMALL taking turns in ${ROUNDS} rounds (up to ${scale.samples} samples each, fewer when slow: ${TIME_BUDGET_MS / 1000} s per request and size;`,
+        `${LIMITED_SAMPLES} for webhook deliveries and subscriptions, spaced to stay under their fixed per-shop limits of ${FIXED_LIMITS.webhook_deliveries} and ${FIXED_LIMITS.webhook_subscriptions} a minute);`,
+        'rows: what the answer holds (edges at every depth for GraphQL); "> 2": a LARGE/SMALL ratio over the target of 2',
+        lists.table,
+        `p99 ratio over ${TARGETS.ratio}: ${lists.over} of ${PROBES.length} requests${lists.failed ? `; ${lists.failed} FAILED` : ''}`,
+      );
+    }
+    if (scale.parts.has('purge')) {
+      report.push('', await runPurges(sides.large!, large, scale.purgeTurns));
+    }
+    for (const side of Object.values(sides)) {
+      const logged = side.server.logged();
+      if (logged.length) report.push(`the server logged (last lines):\n${logged.map((l) => `    ${l.slice(0, 300)}`).join('\n')}`);
+    }
+  } finally {
+    for (const side of Object.values(sides)) {
+      await side.pool.close();
+      await side.server.stop();
+    }
+  }
+  if (scale.parts.has('import') && scale.importRows > 0) report.push('', await runImport(options.databaseUrl, scale.importRows));
+  log(['', ...report, ''].join('\n'));
+  return ok;
+}
+
+export const scale: Scenario = {
+  name: 'scale',
+  summary: 'every list and lookup at 1,000,000 customers vs 1,000 (LARGE/SMALL ratios), purges under writes, the customers import',
+  run,
+};
