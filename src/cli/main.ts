@@ -4,9 +4,15 @@ import { Presets, SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError } from 'commander';
 import { ConfigError, loadConfig } from '../config.js';
 import { DataDirLockedError } from '../db/data-dir-lock.js';
-import { type DB, openDatabase } from '../db/database.js';
+import { type DatabaseHandle, type DB, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { importCustomers, type ImportResult } from '../domain/customers-import.js';
+import {
+  DEFAULT_REPORT_LIMIT,
+  importCustomers,
+  type ImportRejection,
+  type ImportResult,
+  PARALLEL_BATCHES,
+} from '../domain/customers-import.js';
 import { DomainError } from '../domain/errors.js';
 import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops.js';
 import { countRecords, detectFormat, ImportFileError, readImportFile } from './import-file.js';
@@ -24,16 +30,19 @@ function print(human: string, machine: unknown): void {
 }
 
 /** Opens the configured database, brings its schema up to date, runs `fn`, and closes it. */
-async function withDatabase<T>(fn: (db: DB, appliedMigrations: string[]) => Promise<T>): Promise<T> {
+async function withDatabase<T>(
+  fn: (db: DB, appliedMigrations: string[], database: DatabaseHandle) => Promise<T>,
+  poolSize = 2,
+): Promise<T> {
   const config = loadConfig();
   const database = await openDatabase({
     url: config.databaseUrl,
     dataDir: config.dataDir, // used only without a url
-    poolSize: 2,
+    poolSize,
   });
   try {
     const applied = await migrateToLatest(database.db);
-    return await fn(database.db, applied);
+    return await fn(database.db, applied, database);
   } finally {
     await database.close();
   }
@@ -174,37 +183,60 @@ program
     let result: ImportResult;
     try {
       bar?.start(await countRecords(file, format), 0);
-      result = await withDatabase(async (db) =>
-        importCustomers(db, (await findShop(db, opts.shop)).id, readImportFile(file, format), {
-          batchSize: opts.batchSize,
-          onProgress: (read) => bar?.update(read),
-        }),
+      // The batches in flight each need a connection, besides the one holding the import's staging table.
+      result = await withDatabase(
+        async (db, _applied, database) =>
+          importCustomers(database, (await findShop(db, opts.shop)).id, readImportFile(file, format), {
+            batchSize: opts.batchSize,
+            onProgress: (read) => bar?.update(read),
+          }),
+        PARALLEL_BATCHES + 1,
       );
     } finally {
       bar?.stop();
     }
     printImportResult(file, result);
-    if (result.rejected.length || result.referralErrors.length) process.exitCode = EXIT_LINES_REJECTED;
+    if (result.rejectedCount || result.referralErrorCount) process.exitCode = EXIT_LINES_REJECTED;
   })
   .addHelpText(
     'after',
     `\nExit code: 0 when every line was imported, ${EXIT_LINES_REJECTED} when the import finished but refused some lines ` +
-      '(a rejected line, or a referredBy refused; each is listed), 1 when it failed (nothing of a bad file is imported).',
+      `(a rejected line, or a referredBy refused; the first ${DEFAULT_REPORT_LIMIT} of each are listed, all are counted), ` +
+      '1 when it failed (nothing of a bad file is imported).',
   );
 
 function printImportResult(file: string, result: ImportResult): void {
-  const { imported, created, updated, unchanged, balancesSet, rejected, referralsLinked, referralErrors } = result;
+  const { imported, created, updated, unchanged, balancesSet, rejected, rejectedCount, referralsLinked, referralErrors, referralErrorCount } =
+    result;
   const lines = [
     `Imported ${imported} customer(s) from ${file}: ${created} created, ${updated} updated, ${unchanged} unchanged; ${balancesSet} balance(s) set.`,
   ];
-  if (rejected.length) {
-    lines.push(`Rejected ${rejected.length} line(s):`, ...rejected.map((r) => `  line ${r.line}: ${r.error}`));
-  }
+  lines.push(...listProblems(`Rejected ${rejectedCount} line(s)`, rejected, rejectedCount));
   if (referralsLinked) lines.push(`Linked ${referralsLinked} referee(s) to their referrer (referredBy).`);
-  if (referralErrors.length) {
-    lines.push(`Referrer refused on ${referralErrors.length} line(s):`, ...referralErrors.map((r) => `  line ${r.line}: ${r.error}`));
-  }
-  print(lines.join('\n'), { imported, created, updated, unchanged, balancesSet, rejected, referralsLinked, referralErrors });
+  lines.push(...listProblems(`Referrer refused on ${referralErrorCount} line(s)`, referralErrors, referralErrorCount));
+  print(lines.join('\n'), {
+    imported,
+    created,
+    updated,
+    unchanged,
+    balancesSet,
+    rejected,
+    rejectedCount,
+    referralsLinked,
+    referralErrors,
+    referralErrorCount,
+  });
+}
+
+/** A heading and the listed problems, saying how many more were only counted. */
+function listProblems(heading: string, listed: ImportRejection[], count: number): string[] {
+  if (count === 0) return [];
+  const more = count - listed.length;
+  return [
+    more ? `${heading}; the first ${listed.length}:` : `${heading}:`,
+    ...listed.map((r) => `  line ${r.line}: ${r.error}`),
+    ...(more ? [`  … and ${more} more`] : []),
+  ];
 }
 
 /** The one-line reason an error stopped the command, and its code for --json. */
