@@ -1,13 +1,15 @@
 // `npm run bench [-- SCENARIO… [--duration 10] [--warmup 3] [--connections 32] [--customers 1000] [--cpu-prof DIR]]`
 // scale only: [--build-only] [--rebuild] [--samples 40] [--purge-turns 2] [--import-rows 1000000] [--parts lists,purge,import]
 // Runs the named scenarios (all when none is named) against a server on PostgreSQL
-// (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test).
+// (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test);
+// `memory` measures the embedded default, PGlite.
 import { parseArgs } from 'node:util';
 import { runCleanups } from './lib/cleanup.js';
 import { describeMachine } from './lib/machine.js';
 import { benchDatabaseUrl } from './lib/postgres.js';
 import { type BenchOptions, SCALE_PARTS, type Scenario } from './lib/scenario.js';
 import { isolation } from './scenarios/isolation.js';
+import { memory } from './scenarios/memory.js';
 import { points } from './scenarios/points.js';
 import { redemptions } from './scenarios/redemptions.js';
 import { scale } from './scenarios/scale.js';
@@ -16,7 +18,7 @@ import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, scale];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale];
 // Run only when named: it builds databases of millions of rows and takes many minutes.
 const ON_REQUEST = new Set(['scale']);
 

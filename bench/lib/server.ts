@@ -16,6 +16,8 @@ export type ServerProcess = {
   pid: number;
   /** What the server logged (it runs at LOG_LEVEL=warn, so anything here deserves a look); the last lines. */
   logged(): string[];
+  /** The last 4,000 characters of its output (the start-up banner, with the demo shop's key on PGlite). */
+  output(): string;
   stop(): Promise<void>;
 };
 
@@ -25,6 +27,8 @@ export type ServerOptions = {
   env?: Record<string, string>;
   /** Extra node flags, e.g. ['--cpu-prof', '--cpu-prof-dir=/tmp/prof']. */
   nodeArgs?: string[];
+  /** A data folder to use and keep (for a restart on it); by default a new one, removed on stop. */
+  dataDir?: string;
 };
 
 /** A loopback port nobody listens on (right now). */
@@ -45,7 +49,8 @@ export async function freePort(): Promise<number> {
 export async function startServer(options: ServerOptions): Promise<ServerProcess> {
   const port = await freePort();
   // Its own data folder and secrets key, so a run leaves nothing in the repository's ./data.
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'bench-server-'));
+  const dataDir = options.dataDir ?? (await mkdtemp(path.join(os.tmpdir(), 'bench-server-')));
+  const removeDataDir = () => (options.dataDir ? Promise.resolve() : rm(dataDir, { recursive: true, force: true }));
   const child = spawn(process.execPath, ['--import', 'tsx', ...(options.nodeArgs ?? []), 'src/main.ts'], {
     cwd: REPO_ROOT,
     env: {
@@ -78,19 +83,19 @@ export async function startServer(options: ServerOptions): Promise<ServerProcess
     await untilHealthy(url, child, () => tail);
   } catch (err) {
     child.kill('SIGKILL');
-    await rm(dataDir, { recursive: true, force: true });
+    await removeDataDir();
     throw err;
   }
   const shutdown = async () => {
     await stopChild(child, () => tail);
-    await rm(dataDir, { recursive: true, force: true });
+    await removeDataDir();
   };
   const unregister = onInterrupt(shutdown);
   const stop = async () => {
     unregister();
     await shutdown();
   };
-  return { url, pid: child.pid!, logged, stop };
+  return { url, pid: child.pid!, logged, output: () => tail, stop };
 }
 
 async function untilHealthy(url: string, child: ChildProcess, tail: () => string): Promise<void> {

@@ -1,4 +1,3 @@
-import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import type { GraphiQLOptions } from 'graphql-yoga';
 
 /** Where the page keeps the key: this browser tab only, gone when it closes. */
@@ -59,8 +58,13 @@ function startWithApiKey(storeName: string, root: HTMLElement, options: GraphiQL
   });
 }
 
-/** Yoga's GraphiQL page (bundled, nothing from a CDN), started by startWithApiKey instead of directly. */
-export function renderGraphiQLWithApiKey(options: GraphiQLOptions): string {
+/**
+ * Yoga's GraphiQL page (bundled, nothing from a CDN), started by startWithApiKey instead of directly.
+ * The bundle is loaded on the page's first view: it is a 9 MB script held as a string, ~40 MiB of a
+ * server's resident memory that most servers, never visited by a browser, would hold for nothing.
+ */
+export async function renderGraphiQLWithApiKey(options: GraphiQLOptions): Promise<string> {
+  const { renderGraphiQL } = await import('@graphql-yoga/render-graphiql');
   const page = renderGraphiQL(options);
   const start = 'YogaGraphiQL.renderYogaGraphiQL(';
   if (page.split(start).length !== 2) throw new Error('the GraphiQL page changed: it no longer calls renderYogaGraphiQL once');
