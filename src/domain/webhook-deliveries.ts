@@ -234,7 +234,7 @@ export const deliveryListQuerySchema = deliveryFilterSchema.extend({
 /**
  * The keys (id, created_at) of the deliveries a filter selects, past a cursor when given, newest
  * first: one index range whatever the filter (a topic group such as `points/*` has its own
- * index, on the topic's first segment).
+ * index, on the topic's first segment, `topic_group`).
  */
 function deliveryKeys(db: Queryable, shopId: string, filter: DeliveryFilter, after?: string | null) {
   let query = db.selectFrom('webhook_deliveries').select(['id', 'created_at']).where('shop_id', '=', shopId);
@@ -243,7 +243,7 @@ function deliveryKeys(db: Queryable, shopId: string, filter: DeliveryFilter, aft
   if (filter.topic?.endsWith('/*')) {
     const group = filter.topic.slice(0, -2);
     // Topics are `group/name`: a pattern of a longer prefix matches none.
-    query = group.includes('/') ? query.where(sql<boolean>`false`) : query.where(sql`split_part(topic, '/', 1)`, '=', group);
+    query = group.includes('/') ? query.where(sql<boolean>`false`) : query.where('topic_group', '=', group);
   } else if (filter.topic) {
     query = query.where('topic', '=', filter.topic);
   }
