@@ -494,6 +494,9 @@ async function runPurges(side: Side, db: ScaleDatabase, turns: number): Promise<
     // Nothing left to purge now: what an idle purge run costs, once the rows just deleted are
     // vacuumed, as autovacuum does long before the next hourly run (before that, a run steps over
     // their dead index entries once; docs/operations.md "Retention").
+    // An outbox purge stops at the first event younger than its cutoff, so events written out of
+    // time order are left for the next run: finish every purge first.
+    for (const purge of purges) while ((await purge.run(kysely)) > 0);
     await client.query('vacuum webhook_deliveries, idempotency_keys, outbox_events');
     const empty: Array<Array<string | number>> = [];
     for (const purge of purges) {
