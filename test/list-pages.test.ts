@@ -110,11 +110,21 @@ describe('list pages equal the plain query, page after page', () => {
       expect(ids(await walk((args) => listDeliveriesPage(handle.db, SHOP, filter, args), 29)), JSON.stringify(filter)).toEqual(ids(expected.rows));
       const numbered = [];
       for (let page = 1; ; page++) {
-        const rows = await listDeliveries(handle.db, SHOP, { ...filter, page: String(page), pageSize: '29' });
-        numbered.push(...rows);
-        if (rows.length < 29) break;
+        const { deliveries, nextCursor } = await listDeliveries(handle.db, SHOP, { ...filter, page: String(page), pageSize: '29' });
+        numbered.push(...deliveries);
+        expect(nextCursor === null, JSON.stringify({ filter, page })).toBe(numbered.length === expected.rows.length);
+        if (!nextCursor) break;
       }
       expect(ids(numbered), JSON.stringify(filter)).toEqual(ids(expected.rows));
+      // REST's cursor form, entered from the second numbered page, gives the same sequence.
+      const second = await listDeliveries(handle.db, SHOP, { ...filter, page: '2', pageSize: '13' });
+      const followed = [...(await listDeliveries(handle.db, SHOP, { ...filter, pageSize: '13' })).deliveries, ...second.deliveries];
+      for (let after = second.nextCursor; after; ) {
+        const next = await listDeliveries(handle.db, SHOP, { ...filter, after, pageSize: '31' });
+        followed.push(...next.deliveries);
+        after = next.nextCursor;
+      }
+      expect(ids(followed), JSON.stringify(filter)).toEqual(ids(expected.rows));
     }
   });
 });

@@ -155,6 +155,11 @@ describe('deliveries over REST and GraphQL', () => {
     expect(list.body.deliveries).toHaveLength(2);
     const page2 = await call('GET', `/webhooks/deliveries?subscriptionId=${sub.id}&pageSize=2&page=2`, a.apiKey);
     expect(page2.body.deliveries).toHaveLength(1);
+    expect(page2.body.nextCursor).toBeNull();
+    // The cursor of page 1 leads to the same last delivery; other shops' keys see nothing past it.
+    const after = await call('GET', `/webhooks/deliveries?subscriptionId=${sub.id}&pageSize=2&after=${list.body.nextCursor}`, a.apiKey);
+    expect(after.body).toMatchObject({ deliveries: page2.body.deliveries, nextCursor: null });
+    expect((await call('GET', `/webhooks/deliveries?after=${list.body.nextCursor}`, b.apiKey)).body.deliveries).toEqual([]);
     const all = [...list.body.deliveries, ...page2.body.deliveries];
     expect(all.map((d) => d.createdAt)).toEqual([...all.map((d) => d.createdAt)].sort().reverse());
     expect(Object.keys(all[0]).sort()).toEqual(
@@ -165,6 +170,13 @@ describe('deliveries over REST and GraphQL', () => {
     expect((await call('GET', '/webhooks/deliveries?status=failed', a.apiKey)).body.deliveries).toEqual([]);
     expect((await call('GET', '/webhooks/deliveries?status=nope', a.apiKey)).status).toBe(400);
     expect((await call('GET', '/webhooks/deliveries?pageSize=251', a.apiKey)).status).toBe(400);
+    // Numbered pages stop at the newest 10,000; deeper reads follow nextCursor.
+    expect((await call('GET', '/webhooks/deliveries?pageSize=250&page=40', a.apiKey)).status).toBe(200);
+    const deep = await call('GET', '/webhooks/deliveries?pageSize=250&page=41', a.apiKey);
+    expect(deep.status).toBe(400);
+    expect(deep.body).toMatchObject({ success: false, details: [expect.objectContaining({ path: 'page', message: expect.stringContaining('after=<nextCursor>') })] });
+    expect((await call('GET', `/webhooks/deliveries?page=2&after=${list.body.nextCursor}`, a.apiKey)).status).toBe(400);
+    expect((await call('GET', '/webhooks/deliveries?after=not-a-cursor', a.apiKey)).body).toMatchObject({ details: [expect.objectContaining({ path: 'after' })] });
     expect((await call('GET', '/webhooks/deliveries?subscriptionId=xyz', a.apiKey)).status).toBe(400);
     expect((await call('GET', `/webhooks/deliveries?subscriptionId=${sub.id}`, b.apiKey)).body.deliveries).toEqual([]);
 

@@ -6,7 +6,7 @@ import type { WebhookAttemptTrigger, WebhookDeliveryAttemptRow, WebhookDeliveryR
 import { afterCommit, inTransaction, type Queryable, type Trx } from '../db/transaction.js';
 import { NotFoundError, RuleViolationError, ValidationError } from './errors.js';
 import { isId, newId } from './ids.js';
-import { MAX_PAGE_SIZE, pageOfKeys } from './offset-pages.js';
+import { MAX_PAGE_SIZE } from './offset-pages.js';
 import { beforeTimeCursor, encodeTimeCursor, type Page, type PageArgs } from './pagination.js';
 import { parseInput } from './validation.js';
 
@@ -225,11 +225,35 @@ const pageNumber = (max: number, fallback: number) =>
     z.number().int().min(1).max(max),
   );
 
-/** The REST list's query: the filters, plus `page` (default 1) and `pageSize` (default 50, at most 250). */
-export const deliveryListQuerySchema = deliveryFilterSchema.extend({
-  page: pageNumber(1_000_000_000, 1),
-  pageSize: pageNumber(MAX_PAGE_SIZE, 50),
-});
+/**
+ * How deep numbered pages go. An offset costs what it skips (an index walk of every key before the
+ * page), so past the first 10,000 deliveries a client follows `nextCursor` with `after`, a keyset
+ * that costs the same at any depth; Elasticsearch's result window and Shopify's `page_info` draw
+ * the same line.
+ */
+export const MAX_DELIVERY_OFFSET = 10_000;
+
+/**
+ * The REST list's query: the filters, plus `page` (default 1) and `pageSize` (default 50, at most
+ * 250), or `after` (a `nextCursor`) in place of `page`.
+ */
+export const deliveryListQuerySchema = deliveryFilterSchema
+  .extend({
+    page: pageNumber(1_000_000_000, 1),
+    pageSize: pageNumber(MAX_PAGE_SIZE, 50),
+    after: optionalQueryString,
+  })
+  .superRefine(({ page, pageSize, after }, ctx) => {
+    if (after !== undefined && page !== 1) {
+      ctx.addIssue({ code: 'custom', path: ['page'], message: 'page and after exclude each other: after continues where a page ended' });
+    } else if (page * pageSize > MAX_DELIVERY_OFFSET) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['page'],
+        message: `numbered pages cover the newest ${MAX_DELIVERY_OFFSET} deliveries; go further with after=<nextCursor>`,
+      });
+    }
+  });
 
 /**
  * The keys (id, created_at) of the deliveries a filter selects, past a cursor when given, newest
@@ -262,22 +286,27 @@ function deliveriesOfKeys(db: Queryable, keys: ReturnType<typeof deliveryKeys>) 
     .execute();
 }
 
-/** A page of the shop's deliveries, newest first (those of deleted subscriptions included). */
-export async function listDeliveries(db: Queryable, shopId: string, input: unknown): Promise<WebhookDelivery[]> {
-  const { page, pageSize, ...filter } = parseInput(deliveryListQuerySchema, input ?? {});
-  const rows = await deliveriesOfKeys(db, pageOfKeys(deliveryKeys(db, shopId, filter), { page, pageSize }));
-  return rows.map(toWebhookDelivery);
+/**
+ * A page of the shop's deliveries, newest first (those of deleted subscriptions included): past a
+ * cursor, after skipping `offset` keys, one more than asked to learn whether more follow.
+ */
+async function deliveriesPage(db: Queryable, shopId: string, filter: DeliveryFilter, page: { after?: string | null | undefined; offset?: number; first: number }): Promise<Page<WebhookDelivery>> {
+  const keys = deliveryKeys(db, shopId, filter, page.after).offset(page.offset ?? 0).limit(page.first + 1);
+  const rows = await deliveriesOfKeys(db, keys);
+  const items = rows.slice(0, page.first).map((row) => ({ node: toWebhookDelivery(row), cursor: encodeTimeCursor(row) }));
+  return { items, hasNextPage: rows.length > items.length };
+}
+
+/** The REST list: a numbered page, or the page after a cursor, and the cursor to go on from. */
+export async function listDeliveries(db: Queryable, shopId: string, input: unknown): Promise<{ deliveries: WebhookDelivery[]; nextCursor: string | null }> {
+  const { page, pageSize, after, ...filter } = parseInput(deliveryListQuerySchema, input ?? {});
+  const { items, hasNextPage } = await deliveriesPage(db, shopId, filter, { after, offset: (page - 1) * pageSize, first: pageSize });
+  return { deliveries: items.map((item) => item.node), nextCursor: hasNextPage ? items.at(-1)!.cursor : null };
 }
 
 /** The same list as keyset pages, for GraphQL connections. */
 export async function listDeliveriesPage(db: Queryable, shopId: string, filterInput: unknown, args: PageArgs): Promise<Page<WebhookDelivery>> {
-  const filter = parseInput(deliveryFilterSchema, filterInput ?? {});
-  const rows = await deliveriesOfKeys(db, deliveryKeys(db, shopId, filter, args.after).limit(args.first + 1));
-  const items = rows.slice(0, args.first).map((row) => ({
-    node: toWebhookDelivery(row),
-    cursor: encodeTimeCursor(row),
-  }));
-  return { items, hasNextPage: rows.length > items.length };
+  return deliveriesPage(db, shopId, parseInput(deliveryFilterSchema, filterInput ?? {}), args);
 }
 
 function deliveryId(id: string): string {

@@ -234,9 +234,14 @@ export const REST_ROUTES: readonly Route[] = [
   },
   {
     method: 'get', path: '/webhooks/deliveries', operationId: 'webhookDeliveries', tag: 'Webhooks', summary: 'List deliveries, newest first',
-    description: 'Those of deleted subscriptions included. `topic` takes a topic or `<group>/*`.',
+    description:
+      'Those of deleted subscriptions included. `topic` takes a topic or `<group>/*`. Numbered pages cover the newest 10,000 deliveries (`page * pageSize <= 10000`); to go further, or to walk the list without a page shifting under new deliveries, pass the response\'s `nextCursor` as `after` (in place of `page`).',
     query: deliveryListQuerySchema,
-    success: { status: 200, description: 'One page of deliveries', schema: ok('WebhookDeliveries', { deliveries: z.array(webhookDeliverySchema) }, 'Webhook deliveries, newest first') },
+    success: {
+      status: 200,
+      description: 'One page of deliveries',
+      schema: ok('WebhookDeliveries', { deliveries: z.array(webhookDeliverySchema), nextCursor: z.string().nullable().describe('`after` for the next page; null on the last') }, 'Webhook deliveries, newest first'),
+    },
   },
   {
     method: 'get', path: '/webhooks/deliveries/:id', operationId: 'webhookDelivery', tag: 'Webhooks', summary: 'One delivery, with its attempts and payload',

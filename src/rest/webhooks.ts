@@ -70,7 +70,7 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookSubscri
   app.get('/webhooks/deliveries', async (request) => ({
     success: true,
     message: 'Webhook deliveries, newest first',
-    deliveries: await listDeliveries(db, request.shop!.id, request.query),
+    ...(await listDeliveries(db, request.shop!.id, request.query)),
   }));
 
   app.get<WithId>('/webhooks/deliveries/:id', async (request) => {
