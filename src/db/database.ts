@@ -4,9 +4,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
 import { Kysely, PostgresDialect, sql } from 'kysely';
-import { PGliteDialect } from 'kysely-pglite-dialect';
 import pg from 'pg';
 import { lockDataDir } from './data-dir-lock.js';
 import type { Database } from './schema.js';
@@ -89,13 +87,16 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
   const dataDir = options.dataDir?.startsWith('memory://') ? undefined : options.dataDir;
   const release = dataDir ? lockDataDir(dataDir) : () => {};
   try {
+    // Loaded only here: a process on PostgreSQL (the CLI's import above all) saves ~80 MiB.
+    const [{ PGlite }, { PGliteDialect }] = await Promise.all([import('@electric-sql/pglite'), import('kysely-pglite-dialect')]);
+    const startParams = [...PGlite.defaultStartParams, ...PGLITE_SETTINGS];
     const pgdata = dataDir ? path.join(dataDir, 'pgdata') : undefined;
-    if (pgdata && !existsSync(path.join(pgdata, 'PG_VERSION'))) await createCluster(pgdata);
+    if (pgdata && !existsSync(path.join(pgdata, 'PG_VERSION'))) await createCluster(pgdata, startParams);
     // The options form: `create(undefined, options)` (an in-memory database) ignores its options.
     const pglite = await PGlite.create({
       dataDir: pgdata,
       parsers: { [INT8_OID]: parseInt8 },
-      startParams: PGLITE_START_PARAMS,
+      startParams,
     });
     const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
     return {
@@ -118,7 +119,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
  * folder's files stay in the OS page cache, so a buffer miss costs a read from memory, not a disk
  * read: points/add on 200,000 customers measured the same at 16 MB (docs/operations.md#memory).
  */
-const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers=16MB'];
+const PGLITE_SETTINGS = ['-c', 'shared_buffers=16MB'];
 
 /**
  * Creates the cluster of a new data folder in a child process. PGlite's initdb runs a second
@@ -126,12 +127,12 @@ const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers
  * folder: ~500 MiB that stays in this process until a full garbage collection, which an idle server
  * may never run (a worker thread leaves ~150 MiB behind in malloc's arenas). A child's memory leaves with it.
  */
-async function createCluster(pgdata: string): Promise<void> {
+async function createCluster(pgdata: string, startParams: string[]): Promise<void> {
   const pglite = pathToFileURL(createRequire(import.meta.url).resolve('@electric-sql/pglite')).href;
   const script = `const [url, pgdata, params] = process.argv.slice(1);
 const { PGlite } = await import(url);
 await (await PGlite.create(pgdata, { startParams: JSON.parse(params) })).close();`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script, pglite, pgdata, JSON.stringify(PGLITE_START_PARAMS)], {
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script, pglite, pgdata, JSON.stringify(startParams)], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
