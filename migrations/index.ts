@@ -11,6 +11,7 @@ import * as webhookFairnessHealth from './2026_11_23_001_webhook_fairness_health
 import * as listsThatScale from './2026_11_24_001_lists_that_scale.js';
 import * as purgeIndexes from './2026_11_24_002_purge_indexes.js';
 import * as deliveryTopicGroup from './2026_11_24_003_delivery_topic_group.js';
+import * as loyaltyEngine from './2026_11_24_004_loyalty_engine.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -23,4 +24,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_24_001_lists_that_scale': listsThatScale,
   '2026_11_24_002_purge_indexes': purgeIndexes,
   '2026_11_24_003_delivery_topic_group': deliveryTopicGroup,
+  '2026_11_24_004_loyalty_engine': loyaltyEngine,
 };

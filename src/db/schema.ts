@@ -13,6 +13,15 @@ export interface ShopsTable {
   rate_limit_per_minute: ColumnType<number | null, number | null | undefined, number | null>;
   /** Overrides WEBHOOK_RETENTION_DAYS for this shop's delivery records; null means the default. */
   webhook_retention_days: ColumnType<number | null, number | null | undefined, number | null>;
+  /** ISO 4217; orders in another currency earn nothing. */
+  currency: Defaulted<string>;
+  /** IANA time zone: the shop's days (birthdays, per-day limits) begin at its midnight. */
+  timezone: Defaulted<string>;
+  /** Days an order's points stay pending before they can be spent; 0: at once. */
+  pending_days: Defaulted<number>;
+  shopify_domain: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Sealed (src/webhooks/secret-box.ts), bound to the shop id. */
+  shopify_webhook_secret: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface ApiKeysTable {
@@ -31,6 +40,8 @@ export interface CustomersTable {
   email: string;
   birthday: string | null;
   points: Defaulted<number>;
+  /** Earned from orders, waiting for the shop's pendingDays: not spendable, not in `points`. */
+  pending_points: Defaulted<number>;
   created_at: Defaulted<Date>;
   updated_at: Defaulted<Date>;
 }
@@ -209,6 +220,108 @@ export interface WebhookDeliveryAttemptsTable {
   response_body: string | null;
 }
 
+/** jsonb objects: written as JSON text, read back parsed. */
+type Json<T> = ColumnType<T, string, string>;
+
+export type EarningRuleType = 'place_order' | 'sign_up' | 'birthday' | 'custom';
+export type ActionLimit = 'once' | 'day' | 'week' | 'unlimited';
+
+export interface EarningRulesTable {
+  id: string;
+  shop_id: string;
+  type: EarningRuleType;
+  name: string;
+  active: Defaulted<boolean>;
+  earn_point: number;
+  /** place_order: earn_point points per this much eligible money, in minor units of the shop's currency. */
+  spent_minor: number | null;
+  include_product_ids: ColumnType<string[], string | undefined, string>;
+  exclude_product_ids: ColumnType<string[], string | undefined, string>;
+  include_collection_ids: ColumnType<string[], string | undefined, string>;
+  exclude_collection_ids: ColumnType<string[], string | undefined, string>;
+  include_shipping: Defaulted<boolean>;
+  include_tax: Defaulted<boolean>;
+  /** custom: the action's name, unique per shop. */
+  action: string | null;
+  action_limit: ActionLimit | null;
+  created_at: Defaulted<Date>;
+  updated_at: Defaulted<Date>;
+}
+
+export type OrderStatus = 'pending' | 'paid' | 'partially_refunded' | 'refunded' | 'cancelled';
+
+export interface OrdersTable {
+  seq: Generated<number>;
+  /** Ours. */
+  id: string;
+  shop_id: string;
+  customer_id: string;
+  /** The shop's own order id, as in PUT /orders/{orderId}. */
+  order_id: string;
+  currency: string;
+  subtotal_minor: number;
+  shipping_minor: number;
+  tax_minor: number;
+  total_minor: number;
+  refunded_minor: number;
+  status: OrderStatus;
+  line_items: Json<unknown[]>;
+  processed_at: Date | null;
+  source_updated_at: Date | null;
+  state_hash: string;
+  earn_snapshot: ColumnType<unknown | null, string | null | undefined, string | null>;
+  earn_note: string | null;
+  points_earned: Defaulted<number>;
+  points_pending: Defaulted<number>;
+  points_clawed_back: Defaulted<number>;
+  unrecovered_points: Defaulted<number>;
+  created_at: Defaulted<Date>;
+  updated_at: Defaulted<Date>;
+}
+
+export interface PendingPointsTable {
+  id: string;
+  shop_id: string;
+  customer_id: string;
+  /** Our order id (orders.id), when an order earned them. */
+  order_id: string | null;
+  /** Still held; a refund before available_at lowers it. */
+  points: number;
+  available_at: Date;
+  released_at: Date | null;
+  created_at: Defaulted<Date>;
+}
+
+export interface RuleAwardsTable {
+  id: string;
+  shop_id: string;
+  rule_id: string;
+  customer_id: string;
+  /** 'once' (sign-up, custom once), the year (birthday), the shop-local day or ISO week (custom limits); null: unlimited. */
+  period: string | null;
+  /** custom actions: the shop's reference, unique per rule (idempotency). */
+  reference: string | null;
+  points: number;
+  rule_snapshot: Json<unknown>;
+  created_at: Defaulted<Date>;
+}
+
+export interface ShopifyInboxTable {
+  id: string;
+  shop_id: string;
+  /** X-Shopify-Webhook-Id: a second delivery of the same id is dropped. */
+  webhook_id: string;
+  topic: string;
+  /** The raw body, as Shopify signed it. */
+  body: string;
+  received_at: Defaulted<Date>;
+  processed_at: Date | null;
+  attempts: Defaulted<number>;
+  next_attempt_at: Defaulted<Date>;
+  /** Why it could not be applied (visible to the shop); null while fine. */
+  error: string | null;
+}
+
 export interface Database {
   shops: ShopsTable;
   api_keys: ApiKeysTable;
@@ -224,6 +337,11 @@ export interface Database {
   webhook_secrets: WebhookSecretsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_delivery_attempts: WebhookDeliveryAttemptsTable;
+  earning_rules: EarningRulesTable;
+  orders: OrdersTable;
+  pending_points: PendingPointsTable;
+  rule_awards: RuleAwardsTable;
+  shopify_inbox: ShopifyInboxTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;
@@ -234,3 +352,8 @@ export type DiscountCodeRow = Selectable<DiscountCodesTable>;
 export type WebhookSubscriptionRow = Selectable<WebhookSubscriptionsTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type WebhookDeliveryAttemptRow = Selectable<WebhookDeliveryAttemptsTable>;
+export type EarningRuleRow = Selectable<EarningRulesTable>;
+export type OrderRow = Selectable<OrdersTable>;
+export type PendingPointsRow = Selectable<PendingPointsTable>;
+export type RuleAwardRow = Selectable<RuleAwardsTable>;
+export type ShopifyInboxRow = Selectable<ShopifyInboxTable>;

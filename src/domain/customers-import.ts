@@ -362,6 +362,7 @@ async function applyBatch(trx: Trx, shopId: string, rows: Row[]): Promise<BatchO
       // An absent birthday or balance keeps the current one; an explicit null clears the birthday.
       birthday: row.birthday === undefined ? (before?.birthday ?? null) : row.birthday,
       points: row.points ?? before?.points ?? 0,
+      pendingPoints: before?.pending_points ?? 0,
       createdAt: before?.created_at ?? now,
       updatedAt: now,
     };

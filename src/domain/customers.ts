@@ -15,6 +15,8 @@ export type Customer = {
   email: string;
   birthday: string | null;
   points: number;
+  /** Earned from orders, not spendable until the shop's pendingDays have passed. */
+  pendingPoints: number;
   createdAt: Date;
   updatedAt: Date;
 };
@@ -26,6 +28,7 @@ export function toCustomer(row: CustomerRow): Customer {
     email: row.email,
     birthday: row.birthday,
     points: row.points,
+    pendingPoints: row.pending_points,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };

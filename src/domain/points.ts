@@ -11,11 +11,20 @@ import { newId } from './ids.js';
 import { type Page, type PageArgs, pageBySeq, pagesBySeq, type SeqList } from './pagination.js';
 import { parseInput } from './validation.js';
 
-export const ACTIVITY_TYPES = ['add_points', 'subtract_points', 'update_points', 'redeem_points', 'referral_reward'] as const;
+export const ACTIVITY_TYPES = [
+  'add_points',
+  'subtract_points',
+  'update_points',
+  'redeem_points',
+  'referral_reward',
+  // The loyalty engine: points an earning rule gave, and points a refund took back.
+  'earn_points',
+  'clawback_points',
+] as const;
 export type ActivityType = (typeof ACTIVITY_TYPES)[number];
 
-/** Where a change came from: a direct API call, a customers import, a redemption, a referral. */
-export type SettingType = 'api' | 'import' | 'redemption' | 'referral';
+/** Where a change came from: a direct API call, a customers import, a redemption, a referral, an order, another earning rule. */
+export type SettingType = 'api' | 'import' | 'redemption' | 'referral' | 'order' | 'rule';
 
 /** The contract's activity record. */
 export type Activity = {
@@ -155,7 +164,7 @@ type ChangeRequest = { shopId: string; customerKey: string; change: BalanceChang
 type Written = { activity: Activity; customer: Customer };
 
 type WrittenRow = ActivityRow &
-  Pick<CustomerRow, 'shopify_customer_id' | 'email' | 'birthday'> & { customer_created_at: Date; ord: number };
+  Pick<CustomerRow, 'shopify_customer_id' | 'email' | 'birthday' | 'pending_points'> & { customer_created_at: Date; ord: number };
 
 /**
  * Writes the balance change, its ledger entry and (with a topic) its outbox event in one statement:
@@ -236,7 +245,7 @@ async function writeBalanceChanges(db: Queryable, by: MatchBy, requests: ChangeR
         'createdAt', ${now.toISOString()}::text, 'updatedAt', ${now.toISOString()}::text)
       from activity a join input i on i.activity_id = a.id
       where i.topic is not null)
-    select a.*, u.ord, u.shopify_customer_id, u.email, u.birthday, u.created_at as customer_created_at
+    select a.*, u.ord, u.shopify_customer_id, u.email, u.birthday, u.pending_points, u.created_at as customer_created_at
     from activity a join updated u on u.id = a.customer_id
   `.execute(db);
   if (rows.length && requests.some((r) => r.change.topic)) announceOutboxWrite(db);

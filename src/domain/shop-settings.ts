@@ -1,7 +1,10 @@
 import { z } from 'zod';
+import type { Selectable } from 'kysely';
 import type { DB } from '../db/database.js';
+import type { ShopsTable } from '../db/schema.js';
 import type { Queryable } from '../db/transaction.js';
-import { NotFoundError } from './errors.js';
+import { NotFoundError, RuleViolationError } from './errors.js';
+import { currencySchema } from './money.js';
 import { MAX_AMOUNT } from './points.js';
 import { parseInput } from './validation.js';
 
@@ -16,12 +19,29 @@ export type ShopSettings = {
   refereePoints: number;
   rateLimitPerMinute: number | null;
   webhookRetentionDays: number | null;
+  /** ISO 4217: orders in another currency earn nothing; place_order rules count in it. */
+  currency: string;
+  /** IANA: the shop's days (birthdays, per-day action limits) start at its midnight. */
+  timezone: string;
+  /** Days an order's points wait before they can be spent (returns are still likely); 0: at once. */
+  pendingDays: number;
 };
 
 /** Wide enough for any real shop, narrow enough that a typo cannot switch the limit off. */
 export const RATE_LIMIT_BOUNDS = { min: 1, max: 10_000 } as const;
 /** At least a day to look into a failure; at most a quarter of payloads and attempts to store. */
 export const WEBHOOK_RETENTION_DAYS_BOUNDS = { min: 1, max: 90 } as const;
+/** Longer than any return window; points held longer are a promise, not a balance. */
+export const PENDING_DAYS_MAX = 365;
+
+export function isTimeZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 const rewardPoints = z.number().int().min(0).max(MAX_AMOUNT);
 
@@ -37,6 +57,9 @@ export const shopSettingsInputSchema = z.strictObject({
     .max(WEBHOOK_RETENTION_DAYS_BOUNDS.max)
     .nullable()
     .optional(),
+  currency: currencySchema.optional(),
+  timezone: z.string().trim().max(64).refine(isTimeZone, 'not an IANA time zone (such as Europe/Paris)').optional(),
+  pendingDays: z.number().int().min(0).max(PENDING_DAYS_MAX).optional(),
 });
 
 // Bumped by every settings change in this process, so caches of settings (the rate limiter's
@@ -48,19 +71,25 @@ export function shopSettingsGeneration(): number {
   return generation;
 }
 
-const COLUMNS = ['referral_referrer_points', 'referral_referee_points', 'rate_limit_per_minute', 'webhook_retention_days'] as const;
+const COLUMNS = [
+  'referral_referrer_points',
+  'referral_referee_points',
+  'rate_limit_per_minute',
+  'webhook_retention_days',
+  'currency',
+  'timezone',
+  'pending_days',
+] as const;
 
-function toSettings(row: {
-  referral_referrer_points: number;
-  referral_referee_points: number;
-  rate_limit_per_minute: number | null;
-  webhook_retention_days: number | null;
-}): ShopSettings {
+function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>): ShopSettings {
   return {
     referrerPoints: row.referral_referrer_points,
     refereePoints: row.referral_referee_points,
     rateLimitPerMinute: row.rate_limit_per_minute,
     webhookRetentionDays: row.webhook_retention_days,
+    currency: row.currency,
+    timezone: row.timezone,
+    pendingDays: row.pending_days,
   };
 }
 
@@ -82,11 +111,38 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
     referral_referee_points: data.refereePoints,
     rate_limit_per_minute: data.rateLimitPerMinute,
     webhook_retention_days: data.webhookRetentionDays,
+    currency: data.currency,
+    timezone: data.timezone,
+    pending_days: data.pendingDays,
   };
   if (Object.values(changes).every((v) => v === undefined)) return { settings: await getShopSettings(db, shopId) };
+  if (data.currency !== undefined) await refuseCurrencyInUse(db, shopId, data.currency);
   // Kysely leaves undefined values out of the SET list: omitted fields keep their value.
   const row = await db.updateTable('shops').set(changes).where('id', '=', shopId).returning(COLUMNS).executeTakeFirst();
   generation++;
   if (!row) throw shopNotFound(shopId);
   return { settings: toSettings(row) };
+}
+
+/**
+ * place_order rules count money in the shop's currency, and orders were judged by it: once either
+ * exists, a new currency would silently change what they mean (JPY has no cents).
+ */
+async function refuseCurrencyInUse(db: DB, shopId: string, currency: string): Promise<void> {
+  const inUse = await db
+    .selectFrom('shops')
+    .select((eb) => [
+      'currency',
+      eb.exists(eb.selectFrom('orders').select('id').where('shop_id', '=', shopId)).as('has_orders'),
+      eb.exists(eb.selectFrom('earning_rules').select('id').where('shop_id', '=', shopId).where('type', '=', 'place_order')).as('has_rules'),
+    ])
+    .where('id', '=', shopId)
+    .executeTakeFirst();
+  if (inUse && inUse.currency !== currency && (inUse.has_orders || inUse.has_rules)) {
+    throw new RuleViolationError(
+      'currency_in_use',
+      `the shop's orders or place_order rules are in ${inUse.currency}; its currency can no longer change`,
+      ['currency'],
+    );
+  }
 }

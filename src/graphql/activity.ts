@@ -9,7 +9,7 @@ export const Activity = builder.objectRef<ActivityShape>('Activity').implement({
   fields: (t) => ({
     _id: t.exposeID('_id'),
     type: t.field({ type: ActivityType, resolve: (a) => a.type }),
-    settingType: t.exposeString('settingType', { description: 'Where the change came from: api, import, redemption, referral.' }),
+    settingType: t.exposeString('settingType', { description: 'Where the change came from: api, import, redemption, referral, order (points an order earned or a refund took back), rule (sign-up, birthday, custom action).' }),
     description: t.exposeString('description', { nullable: true }),
     note: t.exposeString('note', { nullable: true }),
     oldPoints: t.exposeInt('oldPoints'),

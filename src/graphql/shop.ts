@@ -24,6 +24,9 @@ const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implem
       nullable: true,
       description: 'Days finished webhook delivery records are kept; null: the server\'s WEBHOOK_RETENTION_DAYS.',
     }),
+    currency: t.exposeString('currency', { description: 'ISO 4217 (default USD). Orders in another currency earn nothing; place_order rules count in it.' }),
+    timezone: t.exposeString('timezone', { description: 'IANA time zone (default UTC): the shop\'s days start at its midnight (birthdays, per-day limits).' }),
+    pendingDays: t.exposeInt('pendingDays', { description: 'Days an order\'s points wait as pending before they can be spent; 0 (default): at once.' }),
   }),
 });
 
@@ -68,6 +71,9 @@ const ShopSettingsInput = builder.inputType('ShopSettingsInput', {
     refereePoints: t.int({ required: false, description: '0 to 1,000,000,000.' }),
     rateLimitPerMinute: t.int({ required: false, description: '1 to 10,000; null: the server default.' }),
     webhookRetentionDays: t.int({ required: false, description: '1 to 90; null: the server default.' }),
+    currency: t.string({ required: false, description: 'ISO 4217 code; fixed once the shop has orders or place_order rules.' }),
+    timezone: t.string({ required: false, description: 'IANA time zone, such as Europe/Paris.' }),
+    pendingDays: t.int({ required: false, description: '0 to 365; applies to points earned from then on.' }),
   }),
 });
 

@@ -44,7 +44,7 @@ export const activitySchema = z
   .strictObject({
     _id: idSchema,
     type: z.enum(ACTIVITY_TYPES),
-    settingType: z.enum(['api', 'import', 'redemption', 'referral']).meta({ description: 'Where the change came from' }),
+    settingType: z.enum(['api', 'import', 'redemption', 'referral', 'order', 'rule']).meta({ description: 'Where the change came from' }),
     description: z.string().nullable(),
     note: z.string().nullable(),
     oldPoints: z.int().min(0).meta({ description: 'Balance before the change' }),
@@ -63,6 +63,7 @@ export const customerSchema = z
     email: z.email(),
     birthday: z.iso.date().nullable(),
     points: z.int().min(0),
+    pendingPoints: z.int().min(0).meta({ description: 'Earned from orders, spendable once the shop\'s `pendingDays` have passed; not in `points`' }),
     createdAt: timestampSchema,
     updatedAt: timestampSchema,
   })
