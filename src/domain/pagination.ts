@@ -61,7 +61,7 @@ export function invalidCursor(): ValidationError {
  * included), given the parent id to filter on; `column` names their seq as that query does.
  */
 export type SeqList<R extends { seq: number }> = {
-  table: 'activities' | 'discount_codes' | 'referrals';
+  table: 'activities' | 'discount_codes' | 'referrals' | 'orders';
   parent: 'customer_id' | 'referrer_id';
   rowsOf: (parentId: Expression<string>) => SelectQueryBuilder<any, any, R>;
   column: string;

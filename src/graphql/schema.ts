@@ -10,6 +10,7 @@ import './webhook.js';
 import './webhook-delivery.js';
 import './events.js';
 import './shop.js';
+import './order.js';
 
 export const schema = builder.toSchema();
 

@@ -47,11 +47,14 @@ function fingerprint(request: FastifyRequest): string {
 }
 
 /**
- * `Idempotency-Key` on POST, REST and GraphQL alike (DESIGN.md "Idempotency"): the first request
+ * `Idempotency-Key` on POST and PUT, REST and GraphQL alike (DESIGN.md "Idempotency"): the first request
  * with a key runs and its response is stored; a repeat with the same body gets that response
  * back (`Idempotent-Replayed: true`) and changes nothing; another body with the key is 422.
  * A key never runs a request twice, unless its first run failed in a way worth retrying.
  */
+/** PUT too: a PUT of an order is the same state again, but a retried one should not even recompute. */
+const KEYED_METHODS = new Set(['POST', 'PUT']);
+
 export function idempotencyHooks(db: DB, face: IdempotencyFace = 'rest') {
   const send = (reply: FastifyReply, response: StoredResponse) =>
     reply.code(response.status).header('content-type', 'application/json; charset=utf-8').send(response.body);
@@ -74,7 +77,7 @@ export function idempotencyHooks(db: DB, face: IdempotencyFace = 'rest') {
   return {
     async preHandler(request: FastifyRequest, reply: FastifyReply) {
       const key = request.headers['idempotency-key'];
-      if (request.method !== 'POST' || key === undefined || !request.shop) return;
+      if (!KEYED_METHODS.has(request.method) || key === undefined || !request.shop) return;
       try {
         return await claim(request, reply, request.shop.id, key as string);
       } catch (err) {

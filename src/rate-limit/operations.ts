@@ -49,6 +49,8 @@ const OPERATIONS: Entry[] = [
   { name: 'redemptions_redeem', limit: 'default', rest: ['POST /pointsRedemptions'], graphql: ['pointsRedeem'] },
   { name: 'referral_code', limit: 'default', rest: ['GET /referral'], graphql: [] },
   { name: 'referral_referees', limit: 'default', rest: ['GET /referral/referee'], graphql: [] },
+  { name: 'orders_upsert', limit: 'default', rest: ['PUT /orders/:orderId'], graphql: ['orderUpsert'] },
+  { name: 'orders_read', limit: 'default', rest: ['GET /orders/:orderId'], graphql: ['order'] },
 ];
 
 /** Every GraphQL operation counts here once, besides any REST twin its root fields have. */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { EVENT_TOPICS } from '../domain/events.js';
 import { customerPageQuerySchema } from '../domain/offset-pages.js';
+import { orderIdSchema, orderInputSchema } from '../domain/orders.js';
 import { pointsChangeSchemas } from '../domain/points.js';
 import { pointsRedeemSchema } from '../domain/redemptions.js';
 import { deliveryListQuerySchema } from '../domain/webhook-deliveries.js';
@@ -10,6 +11,7 @@ import { REST_PREFIX } from './index.js';
 import {
   activitySchema,
   idSchema,
+  orderSchema,
   pointsRedemptionSchema,
   refereeSchema,
   webhookDeliveryDetailSchema,
@@ -81,7 +83,7 @@ const idempotencyKey = z
   .regex(/^[\x21-\x7e]{1,255}$/)
   .meta({
     param: { id: 'IdempotencyKey' },
-    description: 'Makes the POST safe to retry for 24 h: a repeat with the same body gets the stored response and changes nothing; the same key with another body is `422 idempotency_key_reused`',
+    description: 'Makes the POST (or PUT) safe to retry for 24 h: a repeat with the same body gets the stored response and changes nothing; the same key with another body is `422 idempotency_key_reused`',
     example: 'order-1001-points',
   });
 
@@ -256,6 +258,31 @@ export const REST_ROUTES: readonly Route[] = [
     success: { status: 202, description: 'Accepted; the attempt is being made', schema: ok('WebhookDeliveryReplayAccepted', { delivery: webhookDeliverySchema }, 'Replay accepted: a manual attempt is being made with the same webhook-id') },
     errors: { 404: ['delivery_not_found'], 422: ['subscription_deleted', 'subscription_disabled'] },
   },
+  {
+    method: 'put', path: '/orders/:orderId', operationId: 'orderUpsert', tag: 'Orders', summary: 'Record an order\'s full state',
+    description:
+      'The order as it stands now (LoyaltyLion\'s model): the same state again changes nothing; a new state (paid, refunded in part, cancelled) applies the difference in points, once. ' +
+      'Money is a decimal string in the order\'s currency. Points follow the shop\'s active `place_order` rules as they stood when the order was first paid; refunds take points back from pending first, then from the balance, which stops at 0 (the shortfall is `unrecoveredPoints`).',
+    params: z.object({ orderId: orderIdSchema.meta({ description: 'The shop\'s own order id' }) }),
+    body: {
+      schema: orderInputSchema,
+      example: {
+        customerIdentifier: 'ada@example.com', currency: 'USD', subtotal: '40.00', shipping: '5.00', tax: '3.20', total: '48.20', refunded: '0', status: 'paid',
+        lineItems: [{ productId: 'shirt', quantity: 2, price: '20.00' }],
+      },
+    },
+    success: { status: 200, description: 'Updated or unchanged (201 when the order is new)', schema: ok('OrderUpserted', { order: orderSchema }, 'Order updated') },
+    errors: {
+      404: ['customer_not_found'],
+      422: ['order_totals_mismatch', 'refund_exceeds_total', 'order_status_backwards', 'order_customer_changed', 'order_currency_changed', 'order_refund_decreased', 'order_points_limit', 'points_limit_exceeded'],
+    },
+  },
+  {
+    method: 'get', path: '/orders/:orderId', operationId: 'order', tag: 'Orders', summary: 'An order and what it earned',
+    params: z.object({ orderId: orderIdSchema.meta({ description: 'The shop\'s own order id' }) }),
+    success: { status: 200, description: 'The order', schema: ok('OrderRetrieved', { order: orderSchema }, 'Order retrieved') },
+    errors: { 404: ['order_not_found'] },
+  },
 ];
 
 /** The errors a route can give: its own, plus those of authentication, limits, bodies and idempotency. */
@@ -274,7 +301,7 @@ function errorCodes(route: Route): Map<number, Set<string>> {
     add(400, ['malformed_json', 'unsupported_content_type', 'bad_request']);
     add(413, ['payload_too_large']);
   }
-  if (route.method === 'post') {
+  if (route.method === 'post' || route.method === 'put') {
     add(400, ['validation_error']); // a malformed Idempotency-Key
     add(409, ['idempotency_key_in_use']);
     add(422, ['idempotency_key_reused']);
@@ -288,7 +315,7 @@ function operation(route: Route): ZodOpenApiOperationObject {
   const responses: ZodOpenApiOperationObject['responses'] = {
     [`${route.success.status}` as StatusKey]: {
       description: route.success.description,
-      headers: z.object({ ...rateLimitHeaders, ...(route.method === 'post' ? replayed : {}) }),
+      headers: z.object({ ...rateLimitHeaders, ...(route.method === 'post' || route.method === 'put' ? replayed : {}) }),
       content: { 'application/json': { schema: route.success.schema } },
     },
   };
@@ -309,7 +336,7 @@ function operation(route: Route): ZodOpenApiOperationObject {
     requestParams: {
       ...(route.query ? { query: route.query } : {}),
       ...(route.params ? { path: route.params } : {}),
-      ...(route.method === 'post' ? { header: z.object({ 'Idempotency-Key': idempotencyKey.optional() }) } : {}),
+      ...(route.method === 'post' || route.method === 'put' ? { header: z.object({ 'Idempotency-Key': idempotencyKey.optional() }) } : {}),
     },
     ...(route.body
       ? {
@@ -385,6 +412,7 @@ function buildDocument() {
       { name: 'Redemptions', description: 'Ways to redeem, and redeeming for a discount code' },
       { name: 'Referrals', description: 'Referral codes and referees' },
       { name: 'Webhooks', description: 'Subscriptions, the topic catalog and delivery records' },
+      { name: 'Orders', description: 'Orders as the shop sends them, and the points they earn' },
     ],
     servers: [server(DEFAULT_ORIGIN)],
     security: [{ apiKey: [] }],

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Customer } from '../domain/customers.js';
 import type { DiscountCode } from '../domain/discount-codes.js';
+import { type Order, type OrderLine, ORDER_STATUSES } from '../domain/orders.js';
 import { EVENT_TOPICS } from '../domain/events.js';
 import { ACTIVITY_TYPES, type Activity } from '../domain/points.js';
 import {
@@ -190,6 +191,57 @@ export const webhookDeliveryAttemptSchema = z
   })
   .meta({ id: 'WebhookDeliveryAttempt' }) satisfies z.ZodType<Json<WebhookDeliveryAttempt>>;
 
+const moneySchema = z.string().regex(/^-?\d+(\.\d+)?$/).meta({ description: 'A decimal amount in the order\'s currency, never a float', example: '42.50' });
+
+export const orderLineSchema = z
+  .strictObject({
+    productId: z.string(),
+    variantId: z.string().nullable(),
+    collectionIds: z.array(z.string()),
+    quantity: z.int().min(0),
+    price: moneySchema.meta({ description: 'Per unit' }),
+    discount: moneySchema.meta({ description: 'On the whole line' }),
+    refundedQuantity: z.int().min(0),
+  })
+  .meta({ id: 'OrderLine' }) satisfies z.ZodType<Json<OrderLine>>;
+
+export const orderSchema = z
+  .strictObject({
+    _id: idSchema,
+    orderId: z.string().meta({ description: 'The shop\'s own order id, as in the path' }),
+    customer: idSchema.meta({ description: 'The customer `_id`' }),
+    currency: z.string(),
+    subtotal: moneySchema,
+    shipping: moneySchema,
+    tax: moneySchema,
+    total: moneySchema,
+    refunded: moneySchema,
+    status: z.enum(ORDER_STATUSES),
+    lineItems: z.array(orderLineSchema),
+    processedAt: timestampSchema.nullable(),
+    pointsEarned: z.int().min(0).meta({ description: 'Net points the order\'s current state earns (pending ones included)' }),
+    pointsPending: z.int().min(0).meta({ description: 'Of those, still waiting for the shop\'s pendingDays' }),
+    pointsClawedBack: z.int().min(0).meta({ description: 'Taken back by refunds and cancellations, in all' }),
+    unrecoveredPoints: z.int().min(0).meta({ description: 'Clawed-back points the balance no longer held: it stopped at 0' }),
+    earnNote: z.string().nullable().meta({ description: 'Why the order earns nothing, when it is not obvious' }),
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+  })
+  .meta({ id: 'Order' }) satisfies z.ZodType<Json<Order>>;
+
+/** Points an order earned that wait (points/pending), or a clawback that took only pending points: no ledger entry. */
+const pendingChangeSchema = z.strictObject({
+  customer: idSchema,
+  order: idSchema,
+  points: z.int(),
+  availableAt: timestampSchema.optional(),
+  description: z.string().optional(),
+  pendingEarn: idSchema.optional(),
+  orderId: z.string().optional(),
+  fromPending: z.int().optional(),
+  unrecovered: z.int().optional(),
+});
+
 /** The body of a webhook delivery: `data` is the resource after the change, per topic. */
 const eventEnvelope = <T extends string, D extends z.ZodType>(topics: readonly [T, ...T[]], data: D) =>
   z.strictObject({
@@ -202,7 +254,10 @@ const eventEnvelope = <T extends string, D extends z.ZodType>(topics: readonly [
 
 export const webhookEventSchema = z
   .union([
-    eventEnvelope(['points/added', 'points/subtracted', 'points/updated'], activitySchema),
+    eventEnvelope(['points/added', 'points/subtracted', 'points/updated', 'points/earned', 'points/available'], activitySchema),
+    eventEnvelope(['points/clawed_back'], z.union([activitySchema, pendingChangeSchema])),
+    eventEnvelope(['points/pending'], pendingChangeSchema),
+    eventEnvelope(['orders/created', 'orders/updated'], orderSchema),
     eventEnvelope(['customers/created', 'customers/updated'], customerSchema),
     eventEnvelope(['redemptions/created'], discountCodeSchema),
     eventEnvelope(

@@ -1,0 +1,201 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newId } from '../src/domain/ids.js';
+import { updateShopSettings } from '../src/domain/shop-settings.js';
+import { startTestApp, type TestApp } from './helpers.js';
+
+let t: TestApp;
+let shop: { shopId: string; apiKey: string };
+
+const db = () => t.app.database.db;
+
+/**
+ * A place_order rule, written as the rules' own module stores it (its CRUD is its own module's
+ * concern): 1 point per `spent` of the shop's currency, on the lines only by default.
+ */
+export async function placeOrderRule(shopId: string, rule: { earnPoint?: number; spentMinor?: number; includeShipping?: boolean; active?: boolean } = {}) {
+  const id = newId();
+  await db()
+    .insertInto('earning_rules')
+    .values({
+      id,
+      shop_id: shopId,
+      type: 'place_order',
+      name: 'Points per purchase',
+      earn_point: rule.earnPoint ?? 1,
+      spent_minor: rule.spentMinor ?? 100,
+      include_shipping: rule.includeShipping ?? false,
+      active: rule.active ?? true,
+    })
+    .execute();
+  return id;
+}
+
+const put = (orderId: string, body: unknown, apiKey = shop.apiKey, headers: Record<string, string> = {}) =>
+  fetch(`${t.url}/rest-api/v1/orders/${encodeURIComponent(orderId)}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}`, ...headers },
+    body: JSON.stringify(body),
+  });
+const getOrder = (orderId: string, apiKey = shop.apiKey) =>
+  fetch(`${t.url}/rest-api/v1/orders/${encodeURIComponent(orderId)}`, { headers: { authorization: `Bearer ${apiKey}` } });
+
+/** Two shirts at $20.00 and a mug at $10.50 ($50.50), shipping $5, tax $4.04. */
+export function orderBody(customerIdentifier: string, overrides: Record<string, unknown> = {}) {
+  return {
+    customerIdentifier,
+    currency: 'USD',
+    subtotal: '50.50',
+    shipping: '5.00',
+    tax: '4.04',
+    total: '59.54',
+    refunded: '0',
+    status: 'paid',
+    lineItems: [
+      { productId: 'shirt', quantity: 2, price: '20.00', collectionIds: ['tops'] },
+      { productId: 'mug', quantity: 1, price: '10.50' },
+    ],
+    ...overrides,
+  };
+}
+
+async function customer(shopifyCustomerId: string) {
+  return db().selectFrom('customers').selectAll().where('shop_id', '=', shop.shopId).where('shopify_customer_id', '=', shopifyCustomerId).executeTakeFirstOrThrow();
+}
+
+async function ledger(shopifyCustomerId: string) {
+  const c = await customer(shopifyCustomerId);
+  return db().selectFrom('activities').select(['type', 'setting_type', 'old_points', 'new_points']).where('customer_id', '=', c.id).orderBy('seq').execute();
+}
+
+beforeAll(async () => {
+  t = await startTestApp();
+  shop = await t.shop();
+  await placeOrderRule(shop.shopId);
+});
+afterAll(() => t?.stop());
+
+describe('PUT /orders/:orderId', () => {
+  it('records a paid order once, earns by the rule, and answers the same state with no change', async () => {
+    await t.customer(shop.shopId, 'o-1');
+    const first = await put('1001', orderBody('o-1'));
+    expect(first.status).toBe(201);
+    const { order } = await first.json();
+    expect(order).toMatchObject({ orderId: '1001', status: 'paid', subtotal: '50.50', total: '59.54', pointsEarned: 50, pointsPending: 0, unrecoveredPoints: 0 });
+    const again = await put('1001', orderBody('o-1'));
+    expect(again.status).toBe(200);
+    expect((await again.json()).message).toBe('Order unchanged');
+    expect((await customer('o-1')).points).toBe(50);
+    expect(await ledger('o-1')).toEqual([{ type: 'earn_points', setting_type: 'order', old_points: 0, new_points: 50 }]);
+    expect((await (await getOrder('1001')).json()).order).toEqual(order);
+    expect((await getOrder('nope')).status).toBe(404);
+  });
+
+  it('a pending order earns when paid; partial refunds take back the difference, a cancellation the rest', async () => {
+    await t.customer(shop.shopId, 'o-2');
+    expect((await (await put('2001', orderBody('o-2', { status: 'pending' }))).json()).order.pointsEarned).toBe(0);
+    await put('2001', orderBody('o-2'));
+    expect((await customer('o-2')).points).toBe(50);
+    // The mug back by units: 40 points.
+    const mugBack = orderBody('o-2', { status: 'partially_refunded', refunded: '10.50', lineItems: [{ productId: 'shirt', quantity: 2, price: '20.00' }, { productId: 'mug', quantity: 1, price: '10.50', refundedQuantity: 1 }] });
+    expect((await (await put('2001', mugBack)).json()).order).toMatchObject({ pointsEarned: 40, pointsClawedBack: 10 });
+    const cancelled = await (await put('2001', { ...mugBack, status: 'cancelled' })).json();
+    expect(cancelled.order).toMatchObject({ pointsEarned: 0, pointsClawedBack: 50, unrecoveredPoints: 0 });
+    expect((await customer('o-2')).points).toBe(0);
+    expect((await ledger('o-2')).map((a) => [a.type, a.new_points])).toEqual([['earn_points', 50], ['clawback_points', 40], ['clawback_points', 0]]);
+  });
+
+  it('a refund after the points were spent stops the balance at 0 and records the shortfall', async () => {
+    await t.customer(shop.shopId, 'o-3');
+    await put('3001', orderBody('o-3'));
+    await t.post('/rest-api/v1/points/substract', { customerIdentifier: 'o-3', amount: 45 }, shop.apiKey);
+    const refunded = await (await put('3001', orderBody('o-3', { status: 'refunded', refunded: '59.54' }))).json();
+    expect(refunded.order).toMatchObject({ pointsEarned: 0, pointsClawedBack: 50, unrecoveredPoints: 45 });
+    expect((await customer('o-3')).points).toBe(0);
+  });
+
+  it('with pendingDays the points wait as pending; a refund before they are available lowers pending, not the balance', async () => {
+    const pendingShop = await t.shop('Pending shop');
+    await placeOrderRule(pendingShop.shopId);
+    await updateShopSettings(db(), pendingShop.shopId, { pendingDays: 14 });
+    await t.customer(pendingShop.shopId, 'p-1', 5);
+    const paid = await (await put('4001', orderBody('p-1'), pendingShop.apiKey)).json();
+    expect(paid.order).toMatchObject({ pointsEarned: 50, pointsPending: 50 });
+    const row = () => db().selectFrom('customers').select(['points', 'pending_points']).where('shop_id', '=', pendingShop.shopId).executeTakeFirstOrThrow();
+    expect(await row()).toEqual({ points: 5, pending_points: 50 });
+    const gql = await t.graphql(pendingShop.apiKey, '{ customer(identifier: "p-1") { points pendingPoints pendingEarns { edges { node { points availableAt } } } orders { edges { node { orderId pointsPending } } } } }');
+    expect(gql.data.customer).toMatchObject({ points: 5, pendingPoints: 50, orders: { edges: [{ node: { orderId: '4001', pointsPending: 50 } }] } });
+    const availableAt = new Date(gql.data.customer.pendingEarns.edges[0].node.availableAt).getTime();
+    expect(Math.abs(availableAt - (Date.now() + 14 * 86_400_000))).toBeLessThan(60_000);
+    const refunded = await (await put('4001', orderBody('p-1', { status: 'partially_refunded', refunded: '20.00' }), pendingShop.apiKey)).json();
+    // 5,050 × (5,954 − 2,000) / 5,954 = 3,353.6 → 33 points.
+    expect(refunded.order).toMatchObject({ pointsEarned: 33, pointsPending: 33, pointsClawedBack: 17, unrecoveredPoints: 0 });
+    expect(await row()).toEqual({ points: 5, pending_points: 33 });
+  });
+
+  it('an order in another currency is stored and earns nothing, saying why', async () => {
+    await t.customer(shop.shopId, 'o-4');
+    const res = await put('5001', orderBody('o-4', { currency: 'EUR' }));
+    expect((await res.json()).order).toMatchObject({ currency: 'EUR', pointsEarned: 0, earnNote: expect.stringContaining('EUR') });
+  });
+
+  it('Idempotency-Key works on the PUT as on every POST', async () => {
+    await t.customer(shop.shopId, 'o-5');
+    const first = await put('6001', orderBody('o-5'), shop.apiKey, { 'idempotency-key': 'order-6001' });
+    const replay = await put('6001', orderBody('o-5'), shop.apiKey, { 'idempotency-key': 'order-6001' });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(await replay.json()).toEqual(await first.json());
+    expect((await put('6001', orderBody('o-5', { status: 'cancelled' }), shop.apiKey, { 'idempotency-key': 'order-6001' })).status).toBe(422);
+  });
+
+  describe('bad input is a clear 4xx and changes nothing', () => {
+    beforeAll(async () => {
+      await t.customer(shop.shopId, 'bad-1');
+      await t.customer(shop.shopId, 'bad-2');
+      expect((await put('7001', orderBody('bad-1'))).status).toBe(201);
+    });
+    it.each<[string, string, Record<string, unknown>, number, string, string?]>([
+      ['unknown customer', 'new-1', { customerIdentifier: 'nobody' }, 404, 'customer_not_found'],
+      ['three decimals in USD', 'new-2', { subtotal: '50.505' }, 400, 'validation_error', 'subtotal'],
+      ['a negative amount', 'new-3', { shipping: '-5.00' }, 400, 'validation_error', 'shipping'],
+      ['a huge amount', 'new-4', { total: '1000000000000000000' }, 400, 'validation_error', 'total'],
+      ['a float instead of a string', 'new-5', { total: 59.54 }, 400, 'validation_error', 'total'],
+      ['an unknown currency', 'new-6', { currency: 'XYZ' }, 400, 'validation_error', 'currency'],
+      ['refunded more than the total', 'new-7', { refunded: '60.00', status: 'partially_refunded' }, 422, 'refund_exceeds_total'],
+      ['line items that do not add up', 'new-8', { subtotal: '49.00' }, 422, 'order_totals_mismatch'],
+      ['an unknown status', 'new-9', { status: 'shipped' }, 400, 'validation_error', 'status'],
+      ['more refunded units than sold', 'new-10', { lineItems: [{ productId: 'x', quantity: 1, price: '50.50', refundedQuantity: 2 }] }, 400, 'validation_error', 'lineItems.0.refundedQuantity'],
+      ['an unknown field', 'new-11', { tip: '1.00' }, 400, 'validation_error'],
+      ['status going backwards (cancelled → paid)', '7001', {}, 422, 'order_status_backwards'],
+      ['the order moved to another customer', '7001', { customerIdentifier: 'bad-2', status: 'cancelled' }, 422, 'order_customer_changed'],
+    ])('%s', async (_name, orderId, overrides, status, code, field) => {
+      if (orderId === '7001' && code === 'order_status_backwards') expect((await put('7001', orderBody('bad-1', { status: 'cancelled' }))).status).toBe(200);
+      const before = await db().selectFrom('orders').select(['order_id', 'state_hash', 'points_earned']).where('shop_id', '=', shop.shopId).orderBy('order_id').execute();
+      const res = await put(orderId, orderBody('bad-1', overrides));
+      expect(res.status).toBe(status);
+      const body = await res.json();
+      expect(body).toMatchObject({ success: false, error: code });
+      if (field) expect(body.details.map((d: { path: string }) => d.path)).toContain(field);
+      expect(await db().selectFrom('orders').select(['order_id', 'state_hash', 'points_earned']).where('shop_id', '=', shop.shopId).orderBy('order_id').execute()).toEqual(before);
+    });
+  });
+
+  it('GraphQL orderUpsert and order mirror the REST face', async () => {
+    await t.customer(shop.shopId, 'g-1');
+    const mutation = `mutation($orderId: String!, $input: OrderInput!) { orderUpsert(orderId: $orderId, input: $input) { created changed order { orderId total pointsEarned status } userErrors { code field message } } }`;
+    const created = await t.graphql(shop.apiKey, mutation, { orderId: 'g-1001', input: orderBody('g-1') });
+    expect(created.data.orderUpsert).toMatchObject({ created: true, changed: true, order: { orderId: 'g-1001', total: '59.54', pointsEarned: 50, status: 'paid' }, userErrors: [] });
+    const bad = await t.graphql(shop.apiKey, mutation, { orderId: 'g-1001', input: orderBody('g-1', { status: 'pending' }) });
+    expect(bad.data.orderUpsert.userErrors).toEqual([expect.objectContaining({ code: 'order_status_backwards', field: ['input', 'status'] })]);
+    const read = await t.graphql(shop.apiKey, '{ order(orderId: "g-1001") { pointsEarned customer } missing: order(orderId: "none") { _id } }');
+    expect(read.data).toMatchObject({ order: { pointsEarned: 50 }, missing: null });
+  });
+
+  it('announces orders/created and points/earned', async () => {
+    await t.customer(shop.shopId, 'e-1');
+    await put('8001', orderBody('e-1'));
+    const events = await db().selectFrom('outbox_events').select(['type', 'data']).where('shop_id', '=', shop.shopId).orderBy('seq', 'desc').limit(2).execute();
+    expect(events.map((e) => e.type).sort()).toEqual(['orders/created', 'points/earned']);
+    const earned = events.find((e) => e.type === 'points/earned')!.data as { type: string; newPoints: number };
+    expect(earned).toMatchObject({ type: 'earn_points', newPoints: 50 });
+  });
+});
