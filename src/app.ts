@@ -6,8 +6,10 @@ import { migrateToLatest } from './db/migrate.js';
 import type { PurgeOptions } from './db/purge.js';
 import { purgeRelayedOutboxEvents } from './domain/events.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
+import { pendingRelease } from './domain/pending-release.js';
 import { createEventBus, type EventBus } from './events/bus.js';
 import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
+import { createScheduler, type Scheduler } from './events/scheduler.js';
 import { createMetrics } from './http/metrics.js';
 import { createHttpServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
@@ -21,6 +23,8 @@ export type App = {
   logger: Logger;
   /** Committed events for live subscribers; stats() shows what is open. */
   bus: EventBus;
+  /** Time-driven work (pending points becoming available); runs where the worker runs. */
+  scheduler: Scheduler;
   /** The Fastify instance (its routes, `inject` for tests). */
   http: FastifyInstance;
   /** Listens on the configured host and port; resolves to the base URL. */
@@ -35,7 +39,7 @@ export type AppOptions = {
   logger?: Logger;
   /** How webhook callback host names resolve for the SSRF check; tests inject their own. */
   resolveHost?: Resolver;
-  /** The rate limiter's clock (ms); tests move it by hand. */
+  /** The clock (ms) of the rate limiter and of due work (pending points); tests move it by hand. */
   clock?: () => number;
 };
 
@@ -54,7 +58,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let rateLimiter: RateLimiter | undefined;
   let deliveryWorker: DeliveryWorker;
   let bus: EventBus | undefined;
-  const metrics = createMetrics({ database, liveSubscriptions: () => bus?.stats().subscriptions ?? 0 });
+  const scheduler = createScheduler({
+    db: database.db,
+    kinds: [pendingRelease],
+    logger,
+    now: () => new Date(options.clock?.() ?? Date.now()),
+  });
+  const metrics = createMetrics({ database, liveSubscriptions: () => bus?.stats().subscriptions ?? 0, dueWorkLag: () => scheduler.lag() });
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length) logger.info({ migrations: applied }, 'database migrated');
@@ -139,6 +149,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const startWorker = () => {
     relay.start();
     deliveryWorker.start();
+    scheduler.start();
     if (purgeTimer || stopPurges.signal.aborted) return;
     schedulePurges();
     purgeTimer = setInterval(schedulePurges, HOUR);
@@ -150,6 +161,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     database,
     logger,
     bus,
+    scheduler,
     http,
     async start() {
       await http.listen({ port: config.port, host: config.host });
@@ -166,6 +178,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         await http.close();
         await relay.stop();
         await deliveryWorker.stop();
+        await scheduler.stop();
         await purging;
         await bus.close();
         await rateLimiter.close();

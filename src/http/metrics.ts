@@ -21,6 +21,8 @@ export type MetricSources = {
   database: DatabaseHandle;
   /** Open graphql-ws and SSE subscriptions (the event bus holds both). */
   liveSubscriptions: () => number;
+  /** Seconds since the oldest due item of each kind of time-driven work fell due. */
+  dueWorkLag: () => Promise<Record<string, number>>;
 };
 
 const QUEUED_STATUSES = ['pending', 'retrying', 'sending'] as const;
@@ -85,6 +87,17 @@ export function createMetrics(sources: MetricSources): Metrics {
       if (!rows) return;
       for (const status of QUEUED_STATUSES) this.set({ status }, 0);
       for (const row of rows) this.set({ status: row.status }, Number(row.n));
+    },
+  });
+  new Gauge({
+    name: 'loyalty_due_work_lag_seconds',
+    help: 'Seconds since the oldest still-waiting item of each kind of due work fell due (pending points, …); 0 when none waits',
+    labelNames: ['kind'] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const lag = await sources.dueWorkLag().catch(() => null);
+      for (const [kind, seconds] of Object.entries(lag ?? {})) this.set({ kind }, seconds);
     },
   });
   const poolStats = database.poolStats;

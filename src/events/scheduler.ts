@@ -1,0 +1,88 @@
+import type { DB } from '../db/database.js';
+import type { DueWork } from '../domain/scheduling.js';
+import type { Logger } from '../logger.js';
+import { wakeableSleep } from './wakeable-sleep.js';
+
+export type Scheduler = {
+  start(): void;
+  /** Ends the loop after the batch in progress. */
+  stop(): Promise<void>;
+  /** Runs every kind until nothing is due; returns how many items were done (tests, and the loop itself). */
+  runDue(): Promise<number>;
+  /** Seconds since the oldest item still waiting fell due, per kind (0 when none is due). */
+  lag(): Promise<Record<string, number>>;
+};
+
+export type SchedulerOptions = {
+  db: DB;
+  kinds: readonly DueWork[];
+  logger: Logger;
+  /** The clock due times are compared with; tests move it. */
+  now: () => Date;
+  /** Items per transaction: short transactions, so a sweep never holds locks live writes wait on. */
+  batchSize?: number;
+  /** The wait between passes that found nothing due. */
+  idleMs?: number;
+};
+
+/**
+ * The one loop for time-driven work (DESIGN.md "Time-driven work"): where the worker runs, it
+ * does every kind's due items in batches until none is due, then waits. Exactly-once comes from
+ * the kinds (each claims with FOR UPDATE SKIP LOCKED), so any number of instances may run it, and
+ * a backlog left by downtime is caught up at the next start.
+ */
+export function createScheduler(options: SchedulerOptions): Scheduler {
+  const { db, kinds, logger, now } = options;
+  const batchSize = options.batchSize ?? 200;
+  const idleMs = options.idleMs ?? 1000;
+  const idle = wakeableSleep();
+  let running = false;
+  let stopping = false;
+  let loop: Promise<void> | undefined;
+
+  const runDue = async () => {
+    let done = 0;
+    for (const kind of kinds) {
+      for (;;) {
+        const n = await kind.runDue(db, now(), batchSize);
+        done += n;
+        // A stop ends the pass after this batch; the rest is caught up at the next start.
+        if (n < batchSize || stopping) break;
+      }
+    }
+    return done;
+  };
+
+  const run = async () => {
+    while (running) {
+      try {
+        await runDue();
+      } catch (err) {
+        logger.warn({ err }, 'due work failed; retrying at the next pass');
+      }
+      if (running) await idle.sleep(idleMs);
+    }
+  };
+
+  return {
+    start() {
+      if (running) return;
+      running = true;
+      loop = run();
+    },
+    async stop() {
+      running = false;
+      stopping = true;
+      idle.wake();
+      await loop;
+    },
+    async runDue() {
+      return runDue();
+    },
+    async lag() {
+      const at = now();
+      const entries = await Promise.all(kinds.map(async (kind) => [kind.name, await kind.oldestDue(db, at)] as const));
+      return Object.fromEntries(entries.map(([name, due]) => [name, due ? Math.max(0, (at.getTime() - due.getTime()) / 1000) : 0]));
+    },
+  };
+}
