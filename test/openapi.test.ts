@@ -295,6 +295,20 @@ describe('live responses match the document', () => {
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
   });
 
+  it('orders: recorded, read, replayed and refused', async () => {
+    await t.customer(shop.shopId, 'o-1');
+    const body = { customerIdentifier: 'o-1', currency: 'USD', subtotal: '20.00', total: '21.50', shipping: '1.50', status: 'paid', lineItems: [{ productId: 'p', quantity: 2, price: '10.00' }] };
+    await expectDocumented('PUT', '/orders/:orderId', '/orders/1001', 201, { body, headers: { 'idempotency-key': 'order-1001' } });
+    const replay = await expectDocumented('PUT', '/orders/:orderId', '/orders/1001', 201, { body, headers: { 'idempotency-key': 'order-1001' } });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    await expectDocumented('PUT', '/orders/:orderId', '/orders/1001', 200, { body: { ...body, status: 'refunded', refunded: '21.50' } });
+    await expectDocumented('PUT', '/orders/:orderId', '/orders/1001', 422, { body });
+    await expectDocumented('PUT', '/orders/:orderId', '/orders/1002', 400, { body: { ...body, total: 21.5 } });
+    await expectDocumented('PUT', '/orders/:orderId', '/orders/1002', 404, { body: { ...body, customerIdentifier: 'nobody' } });
+    await expectDocumented('GET', '/orders/:orderId', '/orders/1001', 200);
+    await expectDocumented('GET', '/orders/:orderId', '/orders/none', 404);
+  });
+
   it('covered a success and an error of every documented operation', () => {
     for (const [path, item] of Object.entries(doc.paths)) {
       for (const method of Object.keys(item)) {

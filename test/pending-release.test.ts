@@ -137,7 +137,7 @@ describe('after downtime', () => {
   it('a restart catches up what fell due while the service was down', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'loyalty-pending-'));
     const pg = onPostgres ? await isolatedPostgresUrl() : undefined;
-    const env = pg ? { DATABASE_URL: pg.url } : { DATA_DIR: dir };
+    const env: Record<string, string> = pg ? { DATABASE_URL: pg.url } : { DATA_DIR: dir };
     const clock = movableClock();
     try {
       const first = await startTestApp(env, { clock: clock.now });

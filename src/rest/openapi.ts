@@ -117,7 +117,7 @@ type Route = {
   params?: z.ZodObject;
   /** Request body; `optional` for routes that accept none. */
   body?: { schema: z.ZodType; optional?: boolean; example?: unknown };
-  success: { status: number; description: string; schema: z.ZodType };
+  success: { status: number; description: string; schema: z.ZodType; /** A PUT that also answers 201, same body, when it created the resource. */ created?: boolean };
   /** Codes of this route's own errors, by status, besides those every route has. */
   errors?: Partial<Record<number, readonly string[]>>;
 };
@@ -271,7 +271,7 @@ export const REST_ROUTES: readonly Route[] = [
         lineItems: [{ productId: 'shirt', quantity: 2, price: '20.00' }],
       },
     },
-    success: { status: 200, description: 'Updated or unchanged (201 when the order is new)', schema: ok('OrderUpserted', { order: orderSchema }, 'Order updated') },
+    success: { status: 200, description: 'Updated, or unchanged', schema: ok('OrderUpserted', { order: orderSchema }, 'Order updated'), created: true },
     errors: {
       404: ['customer_not_found'],
       422: ['order_totals_mismatch', 'refund_exceeds_total', 'order_status_backwards', 'order_customer_changed', 'order_currency_changed', 'order_refund_decreased', 'order_points_limit', 'points_limit_exceeded'],
@@ -312,12 +312,14 @@ function errorCodes(route: Route): Map<number, Set<string>> {
 
 function operation(route: Route): ZodOpenApiOperationObject {
   type StatusKey = `${1 | 2 | 3 | 4 | 5}${string}`;
+  const success = (description: string) => ({
+    description,
+    headers: z.object({ ...rateLimitHeaders, ...(route.method === 'post' || route.method === 'put' ? replayed : {}) }),
+    content: { 'application/json': { schema: route.success.schema } },
+  });
   const responses: ZodOpenApiOperationObject['responses'] = {
-    [`${route.success.status}` as StatusKey]: {
-      description: route.success.description,
-      headers: z.object({ ...rateLimitHeaders, ...(route.method === 'post' || route.method === 'put' ? replayed : {}) }),
-      content: { 'application/json': { schema: route.success.schema } },
-    },
+    [`${route.success.status}` as StatusKey]: success(route.success.description),
+    ...(route.success.created ? { '201': success('Created') } : {}),
   };
   for (const [status, codes] of [...errorCodes(route)].sort(([a], [b]) => a - b)) {
     // 401 comes before the rate limiter counts the request; 429 says when to come back.
