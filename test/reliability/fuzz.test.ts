@@ -71,7 +71,7 @@ afterAll(() => t?.stop());
 
 /** Everything a request could change, for every shop. */
 async function snapshot(db: DB) {
-  const count = async (table: 'activities' | 'outbox_events' | 'discount_codes' | 'referral_codes' | 'referrals' | 'webhook_deliveries' | 'customers') =>
+  const count = async (table: 'activities' | 'outbox_events' | 'discount_codes' | 'referral_codes' | 'referrals' | 'webhook_deliveries' | 'customers' | 'orders' | 'pending_points') =>
     Number((await db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
   return {
     customers: await db.selectFrom('customers').select(['id', 'shop_id', 'shopify_customer_id', 'email', 'birthday', 'points', 'updated_at']).orderBy('id').execute(),
@@ -83,6 +83,8 @@ async function snapshot(db: DB) {
       referrals: await count('referrals'),
       deliveries: await count('webhook_deliveries'),
       customers: await count('customers'),
+      orders: await count('orders'),
+      pendingPoints: await count('pending_points'),
     },
     subscriptions: await db.selectFrom('webhook_subscriptions').select(['id', 'topic', 'callback_url', 'previous_secret_valid_until', 'updated_at']).orderBy('id').execute(),
     redemptions: await db.selectFrom('points_redemptions').select(['id', 'status', 'reward_value', 'updated_at']).orderBy('id').execute(),
@@ -116,11 +118,13 @@ const notAnAmount = fc.oneof(
   fc.dictionary(fc.string({ maxLength: 3 }), fc.integer(), { maxKeys: 2 }),
   fc.double({ noInteger: true }),
 );
+/** Never a list of objects: what no list-of-records field accepts (an empty list would be valid). */
+const notAList = fc.oneof(fc.integer(), fc.string({ maxLength: 5 }), fc.boolean(), fc.array(fc.oneof(fc.integer(), fc.string(), fc.constant(null)), { minLength: 1, maxLength: 3 }));
 const junkJson = fc.oneof(fc.anything({ maxDepth: 3 }), fc.constantFrom(null, 0, '', [], 'text', true));
 
 // --- REST routes ----------------------------------------------------------------------------
 
-type Field = { name: string; required: boolean; valid: fc.Arbitrary<unknown>; kind: 'string' | 'int' };
+type Field = { name: string; required: boolean; valid: fc.Arbitrary<unknown>; kind: 'string' | 'int' | 'list' };
 type Route = { method: string; path: (id: string) => string; fields: Field[]; idRoute?: boolean; mutatesWithValidId?: boolean };
 
 const customerField = (required = true): Field => ({ name: 'customerIdentifier', required, valid: fc.constantFrom(...CUSTOMERS, 'c-1@example.com'), kind: 'string' });
@@ -156,9 +160,19 @@ const REST: Route[] = [
   ] },
   { method: 'DELETE', path: (id) => `/webhooks/subscriptions/${id}`, idRoute: true, fields: [] },
   { method: 'POST', path: (id) => `/webhooks/deliveries/${id}/replay`, idRoute: true, fields: [] },
+  // Money is a decimal string: a number (notAString) is a defect, as is any missing required field.
+  { method: 'PUT', path: (id) => `/orders/${id}`, idRoute: true, fields: [
+    customerField(),
+    { name: 'currency', required: true, valid: fc.constantFrom('USD', 'usd'), kind: 'string' },
+    { name: 'subtotal', required: true, valid: fc.constant('10.00'), kind: 'string' },
+    { name: 'total', required: true, valid: fc.constant('10.00'), kind: 'string' },
+    { name: 'refunded', required: false, valid: fc.constantFrom('0', '5.00'), kind: 'string' },
+    { name: 'status', required: true, valid: fc.constantFrom('paid', 'partially_refunded'), kind: 'string' },
+    { name: 'lineItems', required: true, valid: fc.constant([{ productId: 'p', quantity: 1, price: '10.00' }]), kind: 'list' },
+  ] },
 ];
 
-const GET_ROUTES = ['/pointsRedemptions', '/referral', '/referral/referee', '/webhooks/topics', '/webhooks/subscriptions', '/webhooks/deliveries'];
+const GET_ROUTES = ['/pointsRedemptions', '/referral', '/referral/referee', '/webhooks/topics', '/webhooks/subscriptions', '/webhooks/deliveries', '/orders/1001'];
 const QUERY_NAMES = ['customerIdentifier', 'page', 'pageSize', 'status', 'topic', 'subscriptionId', 'after', 'first', 'cursor', 'customerIdentifier[]', '__proto__'];
 
 /** Ids that name nothing of this shop: malformed, unknown, another shop's kind, injected. */
@@ -189,7 +203,7 @@ function badBody(route: Route): fc.Arbitrary<{ body: unknown; defect: string }> 
   if (route.fields.length) {
     defects.push(
       fc.tuple(valid, fc.constantFrom(...route.fields)).chain(([b, field]) =>
-        (field.kind === 'int' ? notAnAmount.filter((v) => v !== null || field.required) : notAString).map((v) => ({ body: { ...(b as object), [field.name]: v }, defect: `wrong ${field.name}` })),
+        (field.kind === 'int' ? notAnAmount.filter((v) => v !== null || field.required) : field.kind === 'list' ? notAList : notAString).map((v) => ({ body: { ...(b as object), [field.name]: v }, defect: `wrong ${field.name}` })),
       ),
     );
   }
