@@ -307,6 +307,9 @@ describe('live responses match the document', () => {
     await expectDocumented('PUT', '/orders/:orderId', '/orders/1002', 404, { body: { ...body, customerIdentifier: 'nobody' } });
     await expectDocumented('GET', '/orders/:orderId', '/orders/1001', 200);
     await expectDocumented('GET', '/orders/:orderId', '/orders/none', 404);
+    const rules = await expectDocumented('GET', '/earningRules', '/earningRules', 200);
+    expect(rules.body.data).toEqual([]);
+    await expectDocumented('GET', '/earningRules', '/earningRules', 401, { apiKey: null });
   });
 
   it('covered a success and an error of every documented operation', () => {

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../src/domain/ids.js';
 import { type EarnSnapshot, orderPoints, type OrderState } from '../src/domain/order-earn.js';
 import { updateShopSettings } from '../src/domain/shop-settings.js';
 import { startTestApp, type TestApp } from './helpers.js';
@@ -23,7 +22,7 @@ function state(customerIdentifier: string, refundedLines: number) {
 
 async function setUp(name: string, pendingDays = 0) {
   const shop = await t.shop(name);
-  await db().insertInto('earning_rules').values({ id: newId(), shop_id: shop.shopId, type: 'place_order', name: '1 pt per $1', earn_point: 1, spent_minor: 100 }).execute();
+  await t.graphql(shop.apiKey, 'mutation { earningRuleCreate(input: { type: place_order, name: "1 pt per $1", earnPoint: 1, spent: "1.00" }) { userErrors { message } } }');
   if (pendingDays) await updateShopSettings(db(), shop.shopId, { pendingDays });
   return shop;
 }

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../src/domain/ids.js';
 import { updateShopSettings } from '../src/domain/shop-settings.js';
 import { startTestApp, type TestApp } from './helpers.js';
 
@@ -8,26 +7,12 @@ let shop: { shopId: string; apiKey: string };
 
 const db = () => t.app.database.db;
 
-/**
- * A place_order rule, written as the rules' own module stores it (its CRUD is its own module's
- * concern): 1 point per `spent` of the shop's currency, on the lines only by default.
- */
-export async function placeOrderRule(shopId: string, rule: { earnPoint?: number; spentMinor?: number; includeShipping?: boolean; active?: boolean } = {}) {
-  const id = newId();
-  await db()
-    .insertInto('earning_rules')
-    .values({
-      id,
-      shop_id: shopId,
-      type: 'place_order',
-      name: 'Points per purchase',
-      earn_point: rule.earnPoint ?? 1,
-      spent_minor: rule.spentMinor ?? 100,
-      include_shipping: rule.includeShipping ?? false,
-      active: rule.active ?? true,
-    })
-    .execute();
-  return id;
+/** A place_order rule through the API: 1 point per `spent` of the shop's currency, on the lines only by default. */
+async function placeOrderRule(apiKey: string, rule: { earnPoint?: number; spent?: string; includeShipping?: boolean } = {}) {
+  const res = await t.graphql(apiKey, 'mutation($input: EarningRuleCreateInput!) { earningRuleCreate(input: $input) { earningRule { _id } userErrors { message } } }', {
+    input: { type: 'place_order', name: 'Points per purchase', earnPoint: rule.earnPoint ?? 1, spent: rule.spent ?? '1.00', includeShipping: rule.includeShipping ?? false },
+  });
+  expect(res.data.earningRuleCreate.userErrors).toEqual([]);
 }
 
 const put = (orderId: string, body: unknown, apiKey = shop.apiKey, headers: Record<string, string> = {}) =>
@@ -40,7 +25,7 @@ const getOrder = (orderId: string, apiKey = shop.apiKey) =>
   fetch(`${t.url}/rest-api/v1/orders/${encodeURIComponent(orderId)}`, { headers: { authorization: `Bearer ${apiKey}` } });
 
 /** Two shirts at $20.00 and a mug at $10.50 ($50.50), shipping $5, tax $4.04. */
-export function orderBody(customerIdentifier: string, overrides: Record<string, unknown> = {}) {
+function orderBody(customerIdentifier: string, overrides: Record<string, unknown> = {}) {
   return {
     customerIdentifier,
     currency: 'USD',
@@ -70,7 +55,7 @@ async function ledger(shopifyCustomerId: string) {
 beforeAll(async () => {
   t = await startTestApp();
   shop = await t.shop();
-  await placeOrderRule(shop.shopId);
+  await placeOrderRule(shop.apiKey);
 });
 afterAll(() => t?.stop());
 
@@ -115,7 +100,7 @@ describe('PUT /orders/:orderId', () => {
 
   it('with pendingDays the points wait as pending; a refund before they are available lowers pending, not the balance', async () => {
     const pendingShop = await t.shop('Pending shop');
-    await placeOrderRule(pendingShop.shopId);
+    await placeOrderRule(pendingShop.apiKey);
     await updateShopSettings(db(), pendingShop.shopId, { pendingDays: 14 });
     await t.customer(pendingShop.shopId, 'p-1', 5);
     const paid = await (await put('4001', orderBody('p-1'), pendingShop.apiKey)).json();

@@ -2,7 +2,6 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../src/domain/ids.js';
 import { updateShopSettings } from '../src/domain/shop-settings.js';
 import { until } from './live-helpers.js';
 import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
@@ -17,7 +16,7 @@ function movableClock() {
 
 async function pendingShop(t: TestApp, pendingDays = 10) {
   const shop = await t.shop('Pending shop');
-  await t.app.database.db.insertInto('earning_rules').values({ id: newId(), shop_id: shop.shopId, type: 'place_order', name: '1 pt per $1', earn_point: 1, spent_minor: 100 }).execute();
+  await t.graphql(shop.apiKey, 'mutation { earningRuleCreate(input: { type: place_order, name: "1 pt per $1", earnPoint: 1, spent: "1.00" }) { userErrors { message } } }');
   await updateShopSettings(t.app.database.db, shop.shopId, { pendingDays });
   return shop;
 }

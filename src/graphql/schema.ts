@@ -11,6 +11,7 @@ import './webhook-delivery.js';
 import './events.js';
 import './shop.js';
 import './order.js';
+import './earning-rule.js';
 
 export const schema = builder.toSchema();
 

@@ -10,6 +10,7 @@ import { secretRotationSchema, webhookSubscriptionCreateSchema, webhookSubscript
 import { REST_PREFIX } from './index.js';
 import {
   activitySchema,
+  earningRuleSchema,
   idSchema,
   orderSchema,
   pointsRedemptionSchema,
@@ -278,6 +279,11 @@ export const REST_ROUTES: readonly Route[] = [
     },
   },
   {
+    method: 'get', path: '/earningRules', operationId: 'earningRules', tag: 'Orders', summary: 'The shop\'s earning rules',
+    description: 'Active and inactive, oldest first. Rules are created and changed over GraphQL (`earningRuleCreate`, …).',
+    success: { status: 200, description: 'The rules', schema: ok('EarningRules', { data: z.array(earningRuleSchema) }, 'Earning rules retrieved') },
+  },
+  {
     method: 'get', path: '/orders/:orderId', operationId: 'order', tag: 'Orders', summary: 'An order and what it earned',
     params: z.object({ orderId: orderIdSchema.meta({ description: 'The shop\'s own order id' }) }),
     success: { status: 200, description: 'The order', schema: ok('OrderRetrieved', { order: orderSchema }, 'Order retrieved') },
@@ -414,7 +420,7 @@ function buildDocument() {
       { name: 'Redemptions', description: 'Ways to redeem, and redeeming for a discount code' },
       { name: 'Referrals', description: 'Referral codes and referees' },
       { name: 'Webhooks', description: 'Subscriptions, the topic catalog and delivery records' },
-      { name: 'Orders', description: 'Orders as the shop sends them, and the points they earn' },
+      { name: 'Orders', description: 'Orders as the shop sends them, the earning rules, and the points they earn' },
     ],
     servers: [server(DEFAULT_ORIGIN)],
     security: [{ apiKey: [] }],

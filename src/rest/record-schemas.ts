@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Customer } from '../domain/customers.js';
 import type { DiscountCode } from '../domain/discount-codes.js';
+import { ACTION_LIMITS, EARNING_RULE_TYPES, type EarningRule } from '../domain/earning-rules.js';
 import { type Order, type OrderLine, ORDER_STATUSES } from '../domain/orders.js';
 import { EVENT_TOPICS } from '../domain/events.js';
 import { ACTIVITY_TYPES, type Activity } from '../domain/points.js';
@@ -228,6 +229,27 @@ export const orderSchema = z
     updatedAt: timestampSchema,
   })
   .meta({ id: 'Order' }) satisfies z.ZodType<Json<Order>>;
+
+export const earningRuleSchema = z
+  .strictObject({
+    _id: idSchema,
+    type: z.enum(EARNING_RULE_TYPES),
+    name: z.string(),
+    active: z.boolean(),
+    earnPoint: z.int().min(1),
+    spent: moneySchema.nullable().meta({ description: 'place_order: earnPoint points per this much eligible money, in the shop\'s currency' }),
+    includeProductIds: z.array(z.string()),
+    excludeProductIds: z.array(z.string()),
+    includeCollectionIds: z.array(z.string()),
+    excludeCollectionIds: z.array(z.string()),
+    includeShipping: z.boolean(),
+    includeTax: z.boolean(),
+    action: z.string().nullable().meta({ description: 'custom: the action the shop\'s backend reports' }),
+    actionLimit: z.enum(ACTION_LIMITS).nullable(),
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+  })
+  .meta({ id: 'EarningRule' }) satisfies z.ZodType<Json<EarningRule>>;
 
 /** Points an order earned that wait (points/pending), or a clawback that took only pending points: no ledger entry. */
 const pendingChangeSchema = z.strictObject({
