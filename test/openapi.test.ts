@@ -310,6 +310,15 @@ describe('live responses match the document', () => {
     const rules = await expectDocumented('GET', '/earningRules', '/earningRules', 200);
     expect(rules.body.data).toEqual([]);
     await expectDocumented('GET', '/earningRules', '/earningRules', 401, { apiKey: null });
+    await t.graphql(shop.apiKey, 'mutation { earningRuleCreate(input: { type: custom, name: "Review", earnPoint: 5, action: "review", actionLimit: once }) { userErrors { message } } }');
+    const action = { customerIdentifier: 'o-1', action: 'review', reference: 'r-1' };
+    await expectDocumented('POST', '/actions', '/actions', 201, { body: action });
+    await expectDocumented('POST', '/actions', '/actions', 200, { body: action });
+    await expectDocumented('POST', '/actions', '/actions', 422, { body: { ...action, reference: 'r-2' } });
+    await expectDocumented('POST', '/actions', '/actions', 404, { body: { ...action, action: 'nope' } });
+    const eligibility = await expectDocumented('GET', '/earningRules/eligibility', '/earningRules/eligibility?customerIdentifier=o-1', 200);
+    expect(eligibility.body.data).toEqual([expect.objectContaining({ action: 'review', isEarned: true })]);
+    await expectDocumented('GET', '/earningRules/eligibility', '/earningRules/eligibility?customerIdentifier=nobody', 404);
   });
 
   it('covered a success and an error of every documented operation', () => {

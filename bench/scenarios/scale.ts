@@ -244,7 +244,8 @@ async function targetsOf(db: ScaleDatabase): Promise<Targets> {
     const delivery = (
       await client.query<{ created_at: Date; id: string }>(
         'select created_at, id from webhook_deliveries where shop_id = $1 order by created_at desc, id desc offset $2 limit 1',
-        [shop, large ? 400_000 : 250],
+        // SMALL has 500: the row at 249 leaves a full page of 250 after it, as LARGE's does.
+        [shop, large ? 400_000 : 249],
       )
     ).rows[0]!;
     const failed = (await client.query<{ id: string }>("select id from webhook_deliveries where shop_id = $1 and status = 'failed' order by created_at limit 1", [shop])).rows[0]!;

@@ -138,7 +138,10 @@ export async function upsertCustomerIn(
       .executeTakeFirstOrThrow();
     const customer = toCustomer(row);
     await recordEvent(trx, shopId, 'customers/created', customer);
-    return { customer, created: true };
+    // A sign-up rule's points come with the sign-up, in the same transaction. Loaded here, not at
+    // the top: rule-awards builds on points.ts, which builds on this module's schemas.
+    const { awardSignUp } = await import('./rule-awards.js');
+    return { customer: await awardSignUp(trx, shopId, customer), created: true };
   } catch (err) {
     throw translateUniqueViolation(err);
   }

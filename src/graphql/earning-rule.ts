@@ -7,6 +7,8 @@ import {
   listEarningRules,
   updateEarningRule,
 } from '../domain/earning-rules.js';
+import { type ActionAward, reportAction } from '../domain/rule-awards.js';
+import { Activity } from './activity.js';
 import { builder } from './builder.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -91,5 +93,31 @@ builder.mutationFields((t) => ({
     description: 'Deletes the rule; what it earned stays (each earn keeps a snapshot of its rule).',
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, ctx) => withUserErrors(() => deleteEarningRule(ctx.db, ctx.shop.id, String(id))),
+  }),
+}));
+
+const ActionReportInput = builder.inputType('ActionReportInput', {
+  fields: (t) => ({
+    customerIdentifier: t.string({ description: 'Shop customer id or e-mail.' }),
+    action: t.string({ description: 'The custom rule\'s action.' }),
+    reference: t.string({ description: 'The shop\'s own id of this occurrence: the same reference earns once.' }),
+  }),
+});
+
+const ActionReportPayload = builder.objectRef<Partial<ActionAward> & { userErrors: UserErrorShape[] }>('ActionReportPayload').implement({
+  fields: (t) => ({
+    created: t.boolean({ nullable: true, description: 'False when this reference was rewarded before (nothing changed).', resolve: (p) => p.created ?? null }),
+    points: t.int({ nullable: true, resolve: (p) => p.points ?? null }),
+    activity: t.field({ type: Activity, nullable: true, description: 'The ledger entry, when rewarded now.', resolve: (p) => p.activity ?? null }),
+    userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  actionReport: t.field({
+    type: ActionReportPayload,
+    description: 'POST /rest-api/v1/actions: the custom rule for `action` awards its points, once per reference and within its limit.',
+    args: { input: t.arg({ type: ActionReportInput, required: true }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(() => reportAction(ctx.db, ctx.shop.id, input)),
   }),
 }));

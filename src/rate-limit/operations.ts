@@ -51,7 +51,8 @@ const OPERATIONS: Entry[] = [
   { name: 'referral_referees', limit: 'default', rest: ['GET /referral/referee'], graphql: [] },
   { name: 'orders_upsert', limit: 'default', rest: ['PUT /orders/:orderId'], graphql: ['orderUpsert'] },
   { name: 'orders_read', limit: 'default', rest: ['GET /orders/:orderId'], graphql: ['order'] },
-  { name: 'earning_rules_list', limit: 'default', rest: ['GET /earningRules'], graphql: ['earningRules'] },
+  { name: 'earning_rules_list', limit: 'default', rest: ['GET /earningRules', 'GET /earningRules/eligibility'], graphql: ['earningRules'] },
+  { name: 'actions_report', limit: 'default', rest: ['POST /actions'], graphql: ['actionReport'] },
 ];
 
 /** Every GraphQL operation counts here once, besides any REST twin its root fields have. */

@@ -1,12 +1,29 @@
 import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
 import { listEarningRules } from '../domain/earning-rules.js';
+import { earningRuleEligibility, reportAction } from '../domain/rule-awards.js';
 
-/** GET /earningRules: the shop's rules, as BLOY lists them (`data`). */
+/** GET /earningRules and /earningRules/eligibility (as BLOY has them), and POST /actions (custom rules). */
 export function registerEarningRuleRoutes(app: FastifyInstance, db: DB): void {
   app.get('/earningRules', async (request) => ({
     success: true,
     message: 'Earning rules retrieved',
     data: await listEarningRules(db, request.shop!.id),
   }));
+  app.get('/earningRules/eligibility', async (request) => ({
+    success: true,
+    message: 'Earning rules, with isEarned for the customer',
+    data: await earningRuleEligibility(db, request.shop!.id, request.query),
+  }));
+  app.post('/actions', async (request, reply) => {
+    const award = await reportAction(db, request.shop!.id, request.body);
+    reply.code(award.created ? 201 : 200);
+    return {
+      success: true,
+      message: award.created ? 'Action rewarded' : 'Action already rewarded for this reference',
+      created: award.created,
+      points: award.points,
+      activity: award.activity,
+    };
+  });
 }

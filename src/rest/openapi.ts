@@ -3,6 +3,7 @@ import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObj
 import { EVENT_TOPICS } from '../domain/events.js';
 import { customerPageQuerySchema } from '../domain/offset-pages.js';
 import { orderIdSchema, orderInputSchema } from '../domain/orders.js';
+import { actionInputSchema } from '../domain/rule-awards.js';
 import { pointsChangeSchemas } from '../domain/points.js';
 import { pointsRedeemSchema } from '../domain/redemptions.js';
 import { deliveryListQuerySchema } from '../domain/webhook-deliveries.js';
@@ -282,6 +283,25 @@ export const REST_ROUTES: readonly Route[] = [
     method: 'get', path: '/earningRules', operationId: 'earningRules', tag: 'Orders', summary: 'The shop\'s earning rules',
     description: 'Active and inactive, oldest first. Rules are created and changed over GraphQL (`earningRuleCreate`, …).',
     success: { status: 200, description: 'The rules', schema: ok('EarningRules', { data: z.array(earningRuleSchema) }, 'Earning rules retrieved') },
+  },
+  {
+    method: 'get', path: '/earningRules/eligibility', operationId: 'earningRuleEligibility', tag: 'Orders', summary: 'The rules, with what the customer has earned',
+    description: '`isEarned`: a sign-up rule already awarded, a custom action already earned in its current period (day or ISO week in the shop\'s time zone, or ever for `once`), a birthday this year. place_order rules earn per order: always false.',
+    query: customerQuery,
+    success: { status: 200, description: 'The rules with isEarned', schema: ok('EarningRuleEligibility', { data: z.array(earningRuleSchema.safeExtend({ isEarned: z.boolean() })) }, 'Earning rules, with isEarned for the customer') },
+    errors: { 404: ['customer_not_found'] },
+  },
+  {
+    method: 'post', path: '/actions', operationId: 'actionReport', tag: 'Orders', summary: 'Report a custom action (a review, a share…)',
+    description: 'The custom rule for `action` awards its points, at most once per `reference` (a repeat answers 200 with `created: false` and changes nothing) and within its limit: once, once a day or once an ISO week in the shop\'s time zone, or unlimited.',
+    body: { schema: actionInputSchema, example: { customerIdentifier: 'ada@example.com', action: 'review.posted', reference: 'review-8812' } },
+    success: {
+      status: 200,
+      created: true,
+      description: 'Already rewarded for this reference (201 when rewarded now)',
+      schema: ok('ActionReported', { created: z.boolean(), points: z.int(), activity: activitySchema.nullable().meta({ description: 'The ledger entry, when rewarded now' }) }, 'Action rewarded'),
+    },
+    errors: { 404: ['customer_not_found', 'rule_not_found'], 422: ['rule_inactive', 'action_limit_reached', 'points_limit_exceeded'] },
   },
   {
     method: 'get', path: '/orders/:orderId', operationId: 'order', tag: 'Orders', summary: 'An order and what it earned',

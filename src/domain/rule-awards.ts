@@ -1,0 +1,131 @@
+import { z } from 'zod';
+import type { DB } from '../db/database.js';
+import type { EarningRuleRow } from '../db/schema.js';
+import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
+import { type Customer, customerIdentifierSchema, getCustomer, lockCustomer } from './customers.js';
+import { type EarningRule, toEarningRule } from './earning-rules.js';
+import { NotFoundError, RuleViolationError } from './errors.js';
+import { newId } from './ids.js';
+import { type Activity, writeBalanceChange } from './points.js';
+import { parseInput } from './validation.js';
+
+/**
+ * Earns of the rules that are not orders: a sign-up (once), a custom action the shop's backend
+ * reports (per its limit, idempotent by reference). Each is a rule_awards row, whose unique keys
+ * make it happen at most once whatever races, and a ledger entry (earn_points, settingType rule).
+ */
+
+/** The day and ISO week of `at` in the shop's time zone: '2026-11-24', '2026-W48'. */
+export function shopPeriods(at: Date, timeZone: string): { day: string; week: string; year: string } {
+  const day = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(at);
+  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
+  // ISO 8601: a week runs Monday to Sunday and belongs to the year of its Thursday; week 1 holds 4 January.
+  const weekday = (new Date(Date.UTC(y, m - 1, d)).getUTCDay() + 6) % 7;
+  const thursday = new Date(Date.UTC(y, m - 1, d + 3 - weekday));
+  const jan4 = new Date(Date.UTC(thursday.getUTCFullYear(), 0, 4));
+  const week = 1 + Math.round(((thursday.getTime() - jan4.getTime()) / 86_400_000 - 3 + ((jan4.getUTCDay() + 6) % 7)) / 7);
+  return { day, week: `${thursday.getUTCFullYear()}-W${String(week).padStart(2, '0')}`, year: String(y) };
+}
+
+function periodOf(rule: EarningRuleRow, at: Date, timeZone: string): string | null {
+  if (rule.type === 'sign_up' || rule.action_limit === 'once') return 'once';
+  if (rule.action_limit === 'unlimited') return null;
+  const periods = shopPeriods(at, timeZone);
+  return rule.type === 'birthday' ? periods.year : rule.action_limit === 'day' ? periods.day : periods.week;
+}
+
+async function credit(trx: Trx, shopId: string, customerId: string, rule: EarningRuleRow, description: string) {
+  const written = await writeBalanceChange(trx, shopId, { customerId }, {
+    op: 'add',
+    amount: rule.earn_point,
+    type: 'earn_points',
+    settingType: 'rule',
+    description,
+    note: null,
+    topic: 'points/earned',
+  });
+  if (!written) throw new RuleViolationError('points_limit_exceeded', 'the balance is at its maximum', ['customerIdentifier']);
+  return written;
+}
+
+/**
+ * The shop's active sign_up rule, if any, awards a customer just created (in the creating
+ * transaction: a sign-up and its points commit together). Returns the customer after the award.
+ */
+export async function awardSignUp(trx: Trx, shopId: string, customer: Customer): Promise<Customer> {
+  const rule = await trx.selectFrom('earning_rules').selectAll().where('shop_id', '=', shopId).where('type', '=', 'sign_up').where('active', '=', true).executeTakeFirst();
+  if (!rule) return customer;
+  const awarded = await trx
+    .insertInto('rule_awards')
+    .values({ id: newId(), shop_id: shopId, rule_id: rule.id, customer_id: customer._id, period: 'once', points: rule.earn_point, rule_snapshot: JSON.stringify(rule) })
+    .onConflict((oc) => oc.columns(['rule_id', 'customer_id', 'period']).where('period', 'is not', null).doNothing())
+    .returning('id')
+    .executeTakeFirst();
+  if (!awarded) return customer;
+  return (await credit(trx, shopId, customer._id, rule, rule.name)).customer;
+}
+
+export const actionInputSchema = z.strictObject({
+  customerIdentifier: customerIdentifierSchema,
+  action: z.string().trim().min(1).max(64),
+  /** The shop's own id of this occurrence (a review id, say): the same reference earns once. */
+  reference: z.string().trim().min(1).max(255),
+});
+
+export type ActionAward = { created: boolean; points: number; period: string | null; activity: Activity | null; customer: Customer | null };
+
+/**
+ * POST /actions: the custom rule for `action` awards the customer, at most once per reference and
+ * within the rule's limit (once, per shop-local day or ISO week, unlimited). A reference seen
+ * before answers what it earned then (created: false) and changes nothing.
+ */
+export async function reportAction(db: DB, shopId: string, input: unknown, now = new Date()): Promise<ActionAward> {
+  const data = parseInput(actionInputSchema, input);
+  return inTransaction(db, async (trx) => {
+    const rule = await trx.selectFrom('earning_rules').selectAll().where('shop_id', '=', shopId).where('action', '=', data.action).executeTakeFirst();
+    if (!rule) throw new NotFoundError('rule_not_found', `this shop has no custom rule for action "${data.action}"`, ['action']);
+    // The customer's row lock orders concurrent reports of one customer: limits are counted exactly.
+    const customer = await lockCustomer(trx, shopId, data.customerIdentifier);
+    const seen = () => trx.selectFrom('rule_awards').select(['points', 'period']).where('shop_id', '=', shopId).where('rule_id', '=', rule.id).where('reference', '=', data.reference).executeTakeFirst();
+    const repeat = (award: { points: number; period: string | null }): ActionAward => ({ created: false, points: award.points, period: award.period, activity: null, customer: null });
+    const before = await seen();
+    if (before) return repeat(before);
+    if (!rule.active) throw new RuleViolationError('rule_inactive', `the rule for action "${data.action}" is inactive`, ['action']);
+    const { timezone } = await trx.selectFrom('shops').select('timezone').where('id', '=', shopId).executeTakeFirstOrThrow();
+    const period = periodOf(rule, now, timezone);
+    const awarded = await trx
+      .insertInto('rule_awards')
+      .values({ id: newId(), shop_id: shopId, rule_id: rule.id, customer_id: customer.id, period, reference: data.reference, points: rule.earn_point, rule_snapshot: JSON.stringify(rule), created_at: now })
+      // Either key may conflict: the period's (the limit) or the reference's (another customer reported it meanwhile).
+      .onConflict((oc) => oc.doNothing())
+      .returning('id')
+      .executeTakeFirst();
+    if (!awarded) {
+      const meanwhile = await seen();
+      if (meanwhile) return repeat(meanwhile);
+      const limit = { once: 'once', day: 'once a day', week: 'once a week', unlimited: '' }[rule.action_limit ?? 'once'];
+      throw new RuleViolationError('action_limit_reached', `"${data.action}" earns ${limit}; this customer has earned it${period === 'once' ? '' : ` in ${period}`}`, ['action']);
+    }
+    const written = await credit(trx, shopId, customer.id, rule, `${rule.name} (${data.reference})`);
+    return { created: true, points: rule.earn_point, period, activity: written.activity, customer: written.customer };
+  });
+}
+
+export type RuleEligibility = EarningRule & { isEarned: boolean };
+
+/**
+ * The shop's rules with `isEarned` for a customer, as BLOY has it: sign-up, birthday (this year)
+ * and custom actions (in their current period) already earned; place_order earns per order, never "earned".
+ */
+export async function earningRuleEligibility(db: Queryable, shopId: string, query: unknown, now = new Date()): Promise<RuleEligibility[]> {
+  const { customerIdentifier } = parseInput(z.object({ customerIdentifier: customerIdentifierSchema }), query);
+  const customer = await getCustomer(db, shopId, customerIdentifier);
+  const { timezone, currency } = await db.selectFrom('shops').select(['timezone', 'currency']).where('id', '=', shopId).executeTakeFirstOrThrow();
+  const rows = await db.selectFrom('earning_rules').selectAll().where('shop_id', '=', shopId).orderBy('created_at').orderBy('id').execute();
+  const awards = await db.selectFrom('rule_awards').select(['rule_id', 'period']).where('customer_id', '=', customer.id).where('period', 'is not', null).execute();
+  const earned = new Set(awards.map((a) => `${a.rule_id} ${a.period}`));
+  return rows.map((row) => {
+    const period = row.type === 'place_order' ? null : periodOf(row, now, timezone);
+    return { ...toEarningRule(row, currency), isEarned: period !== null && earned.has(`${row.id} ${period}`) };
+  });
+}
