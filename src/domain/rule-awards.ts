@@ -65,6 +65,39 @@ export async function awardSignUp(trx: Trx, shopId: string, customer: Customer):
   return (await credit(trx, shopId, customer._id, rule, rule.name)).customer;
 }
 
+/** Whether `localDay` (the shop's date) is the birthday; 29 February falls on 28 February in other years. */
+export function isBirthday(birthday: string, localDay: string): boolean {
+  const [year, month, day] = [Number(localDay.slice(0, 4)), localDay.slice(5, 7), localDay.slice(8, 10)];
+  const [bMonth, bDay] = [birthday.slice(5, 7), birthday.slice(8, 10)];
+  if (bMonth === month && bDay === day) return true;
+  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+  return bMonth === '02' && bDay === '29' && !leap && month === '02' && day === '28';
+}
+
+/**
+ * The shop's active birthday rule awards the customer when `now` is their birthday in the shop's
+ * time zone, once a year (the award's period is the year). Returns whether it awarded. The daily
+ * run over a shop's customers is the scheduler's (next part of the engine); this is its unit of work.
+ */
+export async function awardBirthday(db: DB, shopId: string, customerId: string, now = new Date()): Promise<boolean> {
+  return inTransaction(db, async (trx) => {
+    const rule = await trx.selectFrom('earning_rules').selectAll().where('shop_id', '=', shopId).where('type', '=', 'birthday').where('active', '=', true).executeTakeFirst();
+    if (!rule) return false;
+    const customer = await trx.selectFrom('customers').select(['id', 'birthday']).where('shop_id', '=', shopId).where('id', '=', customerId).forNoKeyUpdate().executeTakeFirst();
+    const { timezone } = await trx.selectFrom('shops').select('timezone').where('id', '=', shopId).executeTakeFirstOrThrow();
+    const { day, year } = shopPeriods(now, timezone);
+    if (!customer?.birthday || !isBirthday(customer.birthday, day)) return false;
+    const awarded = await trx
+      .insertInto('rule_awards')
+      .values({ id: newId(), shop_id: shopId, rule_id: rule.id, customer_id: customer.id, period: year, points: rule.earn_point, rule_snapshot: JSON.stringify(rule), created_at: now })
+      .onConflict((oc) => oc.columns(['rule_id', 'customer_id', 'period']).where('period', 'is not', null).doNothing())
+      .returning('id')
+      .executeTakeFirst();
+    if (awarded) await credit(trx, shopId, customer.id, rule, rule.name);
+    return Boolean(awarded);
+  });
+}
+
 export const actionInputSchema = z.strictObject({
   customerIdentifier: customerIdentifierSchema,
   action: z.string().trim().min(1).max(64),
