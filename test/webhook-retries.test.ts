@@ -2,11 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { upsertCustomer } from '../src/domain/customers.js';
+import { createEarningRule } from '../src/domain/earning-rules.js';
 import { EVENT_TOPICS } from '../src/domain/events.js';
 import { newId } from '../src/domain/ids.js';
+import { upsertOrder } from '../src/domain/orders.js';
+import { pendingRelease } from '../src/domain/pending-release.js';
 import { changePoints } from '../src/domain/points.js';
 import { createPointsRedemption, redeemPoints } from '../src/domain/redemptions.js';
 import { getReferralCode, registerReferral } from '../src/domain/referrals.js';
+import { updateShopSettings } from '../src/domain/shop-settings.js';
 import { createShop } from '../src/domain/shops.js';
 import { getDelivery } from '../src/domain/webhook-deliveries.js';
 import { createSubscription } from '../src/domain/webhook-subscriptions.js';
@@ -277,17 +281,17 @@ describe('leases', () => {
 });
 
 describe('every topic is delivered, data being the resource after the change', () => {
-  it('customers, points, redemptions, referrals', async () => {
+  it('customers, points, orders, redemptions, referrals', async () => {
     const { shop } = await createShop(handle.db, 'All topics');
     const path = `/hook/${newId()}`;
     const subscriptions = await Promise.all(
-      ['customers/*', 'points/*', 'redemptions/*', 'referrals/*'].map((topic) =>
+      ['customers/*', 'points/*', 'orders/*', 'redemptions/*', 'referrals/*'].map((topic) =>
         createSubscription(deps(), shop.id, { topic, callbackUrl: `https://localhost:${receiver.port}${path}` }).catch(async () =>
           createSubscription(deps(), shop.id, { topic, callbackUrl: `https://localhost:${receiver.port}${path}?${topic}` }),
         ),
       ),
     );
-    expect(subscriptions).toHaveLength(4);
+    expect(subscriptions).toHaveLength(5);
     const w = worker();
     const relay = createOutboxRelay({ db: handle.db, logger, handlers: [w.outboxHandler] });
 
@@ -298,6 +302,15 @@ describe('every topic is delivered, data being the resource after the change', (
     await changePoints(handle.db, shop.id, 'set', { customerIdentifier: 'ref-1', amount: 300 });
     const { pointsRedemption } = await createPointsRedemption(handle.db, shop.id, { name: '$5 off', type: 'amount', discountPrefix: 'T-', rewardValue: 100, discountValue: 5 });
     const redeemed = await redeemPoints(handle.db, shop.id, { customerIdentifier: 'ref-1', pointsAmount: 100, rewardId: pointsRedemption._id });
+    // The engine: a sign-up rule (points/earned), an order held as pending (orders/created,
+    // points/pending), released (points/available), then refunded (orders/updated, points/clawed_back).
+    await createEarningRule(handle.db, shop.id, { type: 'sign_up', name: 'Welcome', earnPoint: 10 });
+    await createEarningRule(handle.db, shop.id, { type: 'place_order', name: '1 pt per $1', earnPoint: 1, spent: '1.00' });
+    await updateShopSettings(handle.db, shop.id, { pendingDays: 1 });
+    const order = { customerIdentifier: 'ref-1', currency: 'USD', subtotal: '20.00', total: '20.00', status: 'paid', lineItems: [{ productId: 'p', quantity: 1, price: '20.00' }] };
+    await upsertOrder(handle.db, shop.id, 'O-1', order);
+    expect(await pendingRelease.runDue(handle.db, new Date(Date.now() + 2 * 86_400_000), 10)).toBe(1);
+    await upsertOrder(handle.db, shop.id, 'O-1', { ...order, status: 'refunded', refunded: '20.00' });
     const code = await getReferralCode(handle.db, shop.id, { customerIdentifier: 'ref-1' });
     await registerReferral(handle.db, shop.id, { referralCode: code, customer: { shopifyCustomerId: 'ref-2', email: 'ref-2@example.com' } });
     while ((await relay.relayBatch()) > 0);
@@ -315,6 +328,11 @@ describe('every topic is delivered, data being the resource after the change', (
     expect(byType.get('redemptions/created').data).toMatchObject({ code: redeemed.discountCode.code });
     expect(byType.get('referrals/code_created').data).toMatchObject({ referralCode: code, shopifyCustomerId: 'ref-1' });
     expect(byType.get('referrals/referee_created').data).toMatchObject({ referralCode: code });
+    expect(byType.get('points/pending').data).toMatchObject({ points: 20 });
+    expect(byType.get('points/available').data).toMatchObject({ type: 'earn_points', settingType: 'order', newPoints: 220 });
+    expect(byType.get('points/clawed_back').data).toMatchObject({ type: 'clawback_points', oldPoints: 220, newPoints: 200 });
+    expect(byType.get('orders/updated').data).toMatchObject({ orderId: 'O-1', status: 'refunded', pointsEarned: 0, pointsClawedBack: 20 });
+    expect(byType.get('points/earned').data).toMatchObject({ type: 'earn_points', settingType: 'rule', newPoints: 10 });
   });
 });
 
