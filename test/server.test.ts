@@ -33,7 +33,8 @@ function startServer(env: Record<string, string>): Promise<Server> {
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
       const url = /"url":"(http:[^"]+)"/.exec(out)?.[1];
-      if (url) resolve({ child, url, apiKey: /(lk_[a-z0-9]{10}_[A-Za-z0-9]{40})/.exec(out)?.[1], output: () => out, exited });
+      // The banner (the demo shop's key, or how to make one) follows the "listening" line.
+      if (url && /npm run cli -- (key|shop) create/.test(out)) resolve({ child, url, apiKey: /(lk_[a-z0-9]{10}_[A-Za-z0-9]{40})/.exec(out)?.[1], output: () => out, exited });
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);

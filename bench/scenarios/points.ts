@@ -81,7 +81,7 @@ with input as (
     'createdAt', now()::text, 'updatedAt', now()::text)
   from activity a join input i on i.activity_id = a.id
   where i.topic is not null)
-select a.*, u.ord, u.shopify_customer_id, u.email, u.birthday, u.created_at as customer_created_at
+select a.*, u.ord, u.shopify_customer_id, u.email, u.birthday, u.pending_points, u.created_at as customer_created_at
 from activity a join updated u on u.id = a.customer_id;
 `;
 

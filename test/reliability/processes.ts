@@ -37,6 +37,7 @@ export type ServerProcess = {
 };
 
 const running = new Set<ChildProcess>();
+const BANNER_END = /npm run cli -- (key|shop) create/;
 
 /** `node --import tsx src/main.ts` on a free port; resolves once it logs its URL. */
 export function startServerProcess(env: Record<string, string>): Promise<ServerProcess> {
@@ -61,7 +62,8 @@ export function startServerProcess(env: Record<string, string>): Promise<ServerP
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
       const url = /"url":"(http:[^"]+)"/.exec(out)?.[1];
-      if (url) resolve({ child, url, output: () => out, exited, stop });
+      // The banner (the demo shop's key, or how to make one) ends with a `… create` command line.
+      if (url && BANNER_END.test(out)) resolve({ child, url, output: () => out, exited, stop });
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
