@@ -11,7 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type DB, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import type { Trx } from '../src/db/transaction.js';
+import { upsertCustomer } from '../src/domain/customers.js';
 import { type ImportRecord, importCustomers } from '../src/domain/customers-import.js';
+import { createEarningRule } from '../src/domain/earning-rules.js';
 import { countRecords } from '../src/cli/import-file.js';
 import { authenticateApiKey, createShop } from '../src/domain/shops.js';
 import { isolatedPostgresUrl, onPostgres, openTestDatabase, startTestApp } from './helpers.js';
@@ -686,5 +688,49 @@ describe.skipIf(!onPostgres)('customers import at scale (PostgreSQL)', () => {
       expect(await countByType(db, shopId)).toEqual({ 'customers/created': 100_000, 'points/updated': 75_000 });
       expect(await ledgerViolations(db, shopId)).toEqual({ brokenChains: 0, wrongBalances: 0 });
     });
+  });
+});
+
+describe('CLI: orders import', () => {
+  let shopId: string;
+  beforeAll(async () => {
+    ({ shopId } = await cliJson(['shop', 'create', '--name', 'Orders import shop']));
+    await withDb(async (db) => {
+      await createEarningRule(db, shopId, { type: 'place_order', name: '1 pt per $1', earnPoint: 1, spent: '1.00' });
+      for (const id of ['h-1', 'h-2']) await upsertCustomer(db, shopId, { shopifyCustomerId: id, email: `${id}@example.com` });
+    });
+  }, 120_000);
+
+  const balances = () =>
+    withDb((db) => db.selectFrom('customers').select(['shopify_customer_id', 'points']).where('shop_id', '=', shopId).orderBy('shopify_customer_id').execute());
+
+  it('records orders line by line, in file order per order, earning by the rules; bad lines reported; a re-run changes nothing', { timeout: 180_000 }, async () => {
+    const first = await cliJson(['orders', 'import', fixture('orders.ndjson'), '--shop', shopId], 2);
+    expect(first).toMatchObject({ imported: 3, created: 2, updated: 1, unchanged: 0, rejectedCount: 5 });
+    const byLine = Object.fromEntries(first.rejected.map((r: { line: number; error: string }) => [r.line, r.error]));
+    expect(Object.keys(byLine).map(Number)).toEqual([4, 5, 6, 7, 8]);
+    expect(byLine[4]).toMatch(/no customer matches "nobody"/);
+    expect(byLine[5]).toMatch(/^total: money is a decimal string/);
+    expect(byLine[6]).toMatch(/^malformed JSON/);
+    expect(byLine[7]).toMatch(/^orderId: required/);
+    expect(byLine[8]).toMatch(/cannot become pending/);
+    // H-1: 30 points, then a third refunded: 20. H-2: 12.
+    expect(await balances()).toEqual([
+      { shopify_customer_id: 'h-1', points: 20 },
+      { shopify_customer_id: 'h-2', points: 12 },
+    ]);
+    // H-1's lines carry Shopify's updated_at (sourceUpdatedAt): its first, older state is recognised as stale, not as going back.
+    const again = await cliJson(['orders', 'import', fixture('orders.ndjson'), '--shop', shopId], 2);
+    expect(again).toMatchObject({ imported: 3, created: 0, updated: 0, unchanged: 3, rejectedCount: 5 });
+    expect(await balances()).toEqual([
+      { shopify_customer_id: 'h-1', points: 20 },
+      { shopify_customer_id: 'h-2', points: 12 },
+    ]);
+
+    const csv = await cli(['orders', 'import', fixture('orders.csv'), '--shop', shopId]);
+    expect(csv.code).toBe(2);
+    expect(csv.stdout).toContain(`Imported 1 order line(s) from ${fixture('orders.csv')}: 1 order(s) created, 0 updated, 0 unchanged.`);
+    expect(csv.stdout).toMatch(/line 3: lineItems: /);
+    expect((await balances())[1]).toEqual({ shopify_customer_id: 'h-2', points: 17 });
   });
 });

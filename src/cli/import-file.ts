@@ -7,8 +7,23 @@ import type { ImportRecord } from '../domain/customers-import.js';
 
 export type ImportFormat = 'ndjson' | 'csv';
 
-export const IMPORT_COLUMNS = ['shopifyCustomerId', 'email', 'points', 'birthday', 'referredBy'] as const;
-const REQUIRED_COLUMNS = ['shopifyCustomerId', 'email'] as const;
+/** An import's CSV columns: which exist, which must, which hold numbers and which JSON (a list in one cell). */
+export type ImportColumns = { all: readonly string[]; required: readonly string[]; numeric: readonly string[]; json: readonly string[] };
+
+export const CUSTOMER_COLUMNS: ImportColumns = {
+  all: ['shopifyCustomerId', 'email', 'points', 'birthday', 'referredBy'],
+  required: ['shopifyCustomerId', 'email'],
+  numeric: ['points'],
+  json: [],
+};
+
+/** An order per row: the body of PUT /orders/{orderId}, its line items as a JSON list. Money stays text. */
+export const ORDER_COLUMNS: ImportColumns = {
+  all: ['orderId', 'customerIdentifier', 'currency', 'subtotal', 'shipping', 'tax', 'total', 'refunded', 'status', 'lineItems', 'processedAt', 'sourceUpdatedAt'],
+  required: ['orderId', 'customerIdentifier', 'currency', 'subtotal', 'total', 'status', 'lineItems'],
+  numeric: [],
+  json: ['lineItems'],
+};
 
 /** The file itself is unusable (unknown columns, no header): nothing is imported. */
 export class ImportFileError extends Error {
@@ -31,8 +46,8 @@ export async function detectFormat(file: string): Promise<ImportFormat> {
 }
 
 /** The records of an import file, each with the line it starts on; lines that cannot be parsed carry an error. */
-export async function* readImportFile(file: string, format: ImportFormat): AsyncGenerator<ImportRecord> {
-  yield* format === 'ndjson' ? ndjsonRecords(readLines(file)) : csvRecords(readLines(file));
+export async function* readImportFile(file: string, format: ImportFormat, columns: ImportColumns = CUSTOMER_COLUMNS): AsyncGenerator<ImportRecord> {
+  yield* format === 'ndjson' ? ndjsonRecords(readLines(file)) : csvRecords(readLines(file), columns);
 }
 
 /** Records in the file, for a progress bar's total: its lines, less a CSV's header. */
@@ -76,7 +91,7 @@ async function* ndjsonRecords(lines: AsyncIterable<{ line: number; text: string 
  * is parsed on its own, so a malformed line is rejected alone instead of derailing the rest of
  * the file (csv-parse's streaming recovery can swallow the lines after a bad quote).
  */
-async function* csvRecords(lines: AsyncIterable<{ line: number; text: string }>): AsyncGenerator<ImportRecord> {
+async function* csvRecords(lines: AsyncIterable<{ line: number; text: string }>, columns: ImportColumns): AsyncGenerator<ImportRecord> {
   let header: string[] | undefined;
   let pending: { line: number; text: string } | undefined;
   let lastLine = 0;
@@ -101,14 +116,14 @@ async function* csvRecords(lines: AsyncIterable<{ line: number; text: string }>)
       continue;
     }
     if (!header) {
-      header = checkHeader(cells);
+      header = checkHeader(cells, columns);
       continue;
     }
     if (cells.length !== header.length) {
       yield { line: record.line, error: `expected ${header.length} columns as in the header, got ${cells.length}` };
       continue;
     }
-    yield { line: record.line, value: csvRowToObject(header, cells) };
+    yield { line: record.line, value: csvRowToObject(header, cells, columns) };
   }
 
   if (pending) {
@@ -117,30 +132,43 @@ async function* csvRecords(lines: AsyncIterable<{ line: number; text: string }>)
   }
 }
 
-function checkHeader(cells: string[]): string[] {
-  const known = new Set<string>(IMPORT_COLUMNS);
+function checkHeader(cells: string[], columns: ImportColumns): string[] {
+  const known = new Set<string>(columns.all);
   const unknown = cells.filter((c) => !known.has(c));
   if (unknown.length > 0) {
     throw new ImportFileError(
-      `unknown column(s) ${unknown.map((c) => `"${c}"`).join(', ')} in the CSV header; expected ${IMPORT_COLUMNS.join(', ')}`,
+      `unknown column(s) ${unknown.map((c) => `"${c}"`).join(', ')} in the CSV header; expected ${columns.all.join(', ')}`,
     );
   }
   const repeated = cells.filter((c, i) => cells.indexOf(c) !== i);
   if (repeated.length > 0) throw new ImportFileError(`column "${repeated[0]}" appears twice in the CSV header`);
-  const missing = REQUIRED_COLUMNS.filter((c) => !cells.includes(c));
+  const missing = columns.required.filter((c) => !cells.includes(c));
   if (missing.length > 0) throw new ImportFileError(`the CSV header lacks the column(s) ${missing.join(', ')}`);
   return cells;
 }
 
-/** Empty cells are absent values; `points` becomes a number when it looks like one, else stays text for the validator to refuse. */
-function csvRowToObject(header: string[], cells: string[]): Record<string, unknown> {
+/**
+ * Empty cells are absent values. A numeric column becomes a number when it looks like one, a JSON
+ * column its parsed value when it parses; otherwise both stay text, for the validator to refuse.
+ */
+function csvRowToObject(header: string[], cells: string[], columns: ImportColumns): Record<string, unknown> {
   const value: Record<string, unknown> = {};
   header.forEach((column, i) => {
     const cell = cells[i]!;
     if (cell === '') return;
-    value[column] = column === 'points' && /^[-+]?\d+(\.\d+)?$/.test(cell) ? Number(cell) : cell;
+    if (columns.numeric.includes(column) && /^[-+]?\d+(\.\d+)?$/.test(cell)) value[column] = Number(cell);
+    else if (columns.json.includes(column)) value[column] = parseJsonCell(cell);
+    else value[column] = cell;
   });
   return value;
+}
+
+function parseJsonCell(cell: string): unknown {
+  try {
+    return JSON.parse(cell);
+  } catch {
+    return cell;
+  }
 }
 
 /**

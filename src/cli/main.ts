@@ -1,4 +1,4 @@
-// `npm run cli -- …`: shops, API keys, migrations and the customers import, on the server's database.
+// `npm run cli -- …`: shops, API keys, migrations and the customers and orders imports, on the server's database.
 import { access, constants } from 'node:fs/promises';
 import { Presets, SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError } from 'commander';
@@ -14,8 +14,9 @@ import {
   PARALLEL_BATCHES,
 } from '../domain/customers-import.js';
 import { DomainError } from '../domain/errors.js';
+import { importOrders, ORDER_IMPORT_CONCURRENCY, type OrdersImportResult } from '../domain/orders-import.js';
 import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops.js';
-import { countRecords, detectFormat, ImportFileError, readImportFile } from './import-file.js';
+import { countRecords, detectFormat, ImportFileError, ORDER_COLUMNS, readImportFile } from './import-file.js';
 
 const program = new Command('loyalty')
   .description('Administration of the loyalty service, on the database the server uses (DATABASE_URL or DATA_DIR).')
@@ -204,6 +205,48 @@ program
       `(a rejected line, or a referredBy refused; the first ${DEFAULT_REPORT_LIMIT} of each are listed, all are counted), ` +
       '1 when it failed (nothing of a bad file is imported).',
   );
+
+program
+  .command('orders')
+  .description('orders')
+  .command('import')
+  .description(
+    'record orders of the past from NDJSON (one PUT /orders body per line, plus its orderId) or CSV (header row; ' +
+      `columns ${ORDER_COLUMNS.all.join(', ')}; lineItems as a JSON list): the shop's rules earn their points as for new orders; ` +
+      'bad lines are reported and skipped, and a re-run changes nothing',
+  )
+  .argument('<file>', 'a .ndjson/.jsonl or .csv file (other names: detected from the content)')
+  .requiredOption(...SHOP_OPTION)
+  .action(async (file: string, opts: { shop: string }) => {
+    await access(file, constants.R_OK).catch((err: Error) => {
+      throw new ImportFileError(`cannot read ${file}: ${err.message}`);
+    });
+    const format = await detectFormat(file);
+    const bar = process.stderr.isTTY
+      ? new SingleBar({ stream: process.stderr, format: 'importing |{bar}| {value}/{total} orders', hideCursor: true }, Presets.shades_classic)
+      : undefined;
+    let result: OrdersImportResult;
+    try {
+      bar?.start(await countRecords(file, format), 0);
+      result = await withDatabase(
+        async (db, _applied, database) =>
+          importOrders(db, (await findShop(db, opts.shop)).id, readImportFile(file, format, ORDER_COLUMNS), {
+            // PGlite is one connection: its transactions run one at a time anyway.
+            concurrency: database.kind === 'postgres' ? ORDER_IMPORT_CONCURRENCY : 1,
+            onProgress: (read) => bar?.update(read),
+          }),
+        ORDER_IMPORT_CONCURRENCY,
+      );
+    } finally {
+      bar?.stop();
+    }
+    const { imported, created, updated, unchanged, rejected, rejectedCount } = result;
+    const lines = [`Imported ${imported} order line(s) from ${file}: ${created} order(s) created, ${updated} updated, ${unchanged} unchanged.`];
+    lines.push(...listProblems(`Rejected ${rejectedCount} line(s)`, rejected, rejectedCount));
+    print(lines.join('\n'), result);
+    if (rejectedCount) process.exitCode = EXIT_LINES_REJECTED;
+  })
+  .addHelpText('after', `\nExit code: 0 when every line was imported, ${EXIT_LINES_REJECTED} when some were refused (the first ${DEFAULT_REPORT_LIMIT} are listed, all are counted), 1 when it failed.`);
 
 function printImportResult(file: string, result: ImportResult): void {
   const { imported, created, updated, unchanged, balancesSet, rejected, rejectedCount, referralsLinked, referralErrors, referralErrorCount } =

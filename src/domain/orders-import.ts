@@ -1,0 +1,87 @@
+import type { DB } from '../db/database.js';
+import { DEFAULT_REPORT_LIMIT, type ImportRecord, type ImportRejection } from './customers-import.js';
+import { DomainError } from './errors.js';
+import { upsertOrder } from './orders.js';
+
+export type OrdersImportResult = {
+  /** Good lines: created + updated + unchanged. */
+  imported: number;
+  created: number;
+  updated: number;
+  /** The state the order already had (a re-run of the same file). */
+  unchanged: number;
+  /** The first `reportLimit` refused lines, in line order. */
+  rejected: ImportRejection[];
+  rejectedCount: number;
+};
+
+/** Orders written at once: each is its own transaction, so several keep PostgreSQL busy. */
+export const ORDER_IMPORT_CONCURRENCY = 4;
+
+/**
+ * Orders from a file of history, each through the same upsertOrder as PUT /orders (so the same
+ * rules, refunds and pending points apply, and a re-run changes nothing). Lines of one order are
+ * applied in file order (its states move forward); different orders run `concurrency` at a time.
+ * A refused line is reported with its reason and the rest goes on. Memory holds the orders in
+ * flight only.
+ */
+export async function importOrders(
+  db: DB,
+  shopId: string,
+  records: AsyncIterable<ImportRecord>,
+  options: { concurrency?: number; reportLimit?: number; onProgress?: (read: number) => void } = {},
+): Promise<OrdersImportResult> {
+  const concurrency = options.concurrency ?? ORDER_IMPORT_CONCURRENCY;
+  const reportLimit = options.reportLimit ?? DEFAULT_REPORT_LIMIT;
+  const result: OrdersImportResult = { imported: 0, created: 0, updated: 0, unchanged: 0, rejected: [], rejectedCount: 0 };
+  const reject = (line: number, error: string) => {
+    result.rejectedCount++;
+    if (result.rejected.length < reportLimit) result.rejected.push({ line, error });
+  };
+  // The last write of each order in flight, so the next line of the same order waits for it.
+  const tails = new Map<string, Promise<void>>();
+  const inFlight = new Set<Promise<void>>();
+  let read = 0;
+
+  const apply = async (line: number, orderId: string, body: Record<string, unknown>) => {
+    try {
+      const { created, changed } = await upsertOrder(db, shopId, orderId, body);
+      result.imported++;
+      if (created) result.created++;
+      else if (changed) result.updated++;
+      else result.unchanged++;
+    } catch (err) {
+      if (!(err instanceof DomainError)) throw err;
+      reject(line, err.message);
+    }
+  };
+
+  for await (const record of records) {
+    read++;
+    options.onProgress?.(read);
+    if ('error' in record) {
+      reject(record.line, record.error);
+      continue;
+    }
+    const value = record.value as Record<string, unknown> | null;
+    if (value === null || typeof value !== 'object' || Array.isArray(value) || typeof value.orderId !== 'string' || value.orderId.trim() === '') {
+      reject(record.line, 'orderId: required (the shop\'s own order id, a string)');
+      continue;
+    }
+    const { orderId, ...body } = value as { orderId: string } & Record<string, unknown>;
+    const previous = tails.get(orderId) ?? Promise.resolve();
+    const write: Promise<void> = previous.then(() => apply(record.line, orderId, body));
+    tails.set(orderId, write);
+    inFlight.add(write);
+    const done = () => {
+      inFlight.delete(write);
+      if (tails.get(orderId) === write) tails.delete(orderId);
+    };
+    // Cleanup either way; a failure itself surfaces through the race and the final wait.
+    void write.then(done, done);
+    if (inFlight.size >= concurrency) await Promise.race(inFlight);
+  }
+  await Promise.all(inFlight);
+  result.rejected.sort((a, b) => a.line - b.line);
+  return result;
+}
