@@ -10,6 +10,7 @@ import { benchDatabaseUrl } from './lib/postgres.js';
 import { type BenchOptions, SCALE_PARTS, type Scenario } from './lib/scenario.js';
 import { isolation } from './scenarios/isolation.js';
 import { memory } from './scenarios/memory.js';
+import { orders } from './scenarios/orders.js';
 import { points } from './scenarios/points.js';
 import { redemptions } from './scenarios/redemptions.js';
 import { scale } from './scenarios/scale.js';
@@ -18,7 +19,7 @@ import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders];
 // Run only when named: it builds databases of millions of rows and takes many minutes.
 const ON_REQUEST = new Set(['scale']);
 

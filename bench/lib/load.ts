@@ -57,15 +57,17 @@ export type HttpLoad = {
    * the end, and the ledger check could not match activities to responses).
    */
   amount: number;
-  method?: 'POST' | 'GET';
+  method?: 'POST' | 'GET' | 'PUT';
   headers?: Record<string, string>;
   /** A fresh body for every request (so load spreads over many customers). */
   body?: () => string;
+  /** A fresh path for every request (a new order id each PUT), instead of the url's. */
+  path?: () => string;
 };
 
 /** One autocannon run; `rate` counts only 2xx responses, latencies are those of every response. */
 export async function runHttpLoad(load: HttpLoad): Promise<Measurement> {
-  const { body } = load;
+  const { body, path } = load;
   if (load.amount < load.connections) throw new Error(`send at least one request per connection, not ${load.amount}`);
   let started = performance.now();
   let lastResponse = started;
@@ -78,7 +80,9 @@ export async function runHttpLoad(load: HttpLoad): Promise<Measurement> {
         amount: load.amount,
         method: load.method ?? 'POST',
         headers: load.headers,
-        ...(body ? { requests: [{ setupRequest: (request) => ({ ...request, body: body() }) }] } : {}),
+        ...(body || path
+          ? { requests: [{ setupRequest: (request) => ({ ...request, ...(body ? { body: body() } : {}), ...(path ? { path: path() } : {}) }) }] }
+          : {}),
       },
       (err, res) => (err ? reject(err) : resolve(res)),
     );

@@ -1,0 +1,182 @@
+// Orders: REST PUT /orders/{id} (a new paid order, one place_order rule) against POST /points/add in
+// the same run, taking turns; then `npm run cli -- orders import` of 100,000 orders; then a ledger check.
+// (The Shopify connector's acceptance comes with the connector.)
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createWriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { openDatabase } from '../../src/db/database.js';
+import { upsertCustomer } from '../../src/domain/customers.js';
+import { createEarningRule } from '../../src/domain/earning-rules.js';
+import { createShop } from '../../src/domain/shops.js';
+import { combine, type Measurement, runHttpLoad, warmUp, amountFor } from '../lib/load.js';
+import { connect, createIsolatedSchema } from '../lib/postgres.js';
+import type { BenchOptions, Scenario } from '../lib/scenario.js';
+import { REPO_ROOT, startServer } from '../lib/server.js';
+import { fmt, formatTable } from '../lib/table.js';
+
+const TARGETS = { ordersVsPoints: 0.7, importSeconds: 90 };
+const ROUNDS = 5;
+const IMPORT_ORDERS = 100_000;
+const FIRST_CUSTOMER = 300_001;
+
+type Face = 'points' | 'orders';
+
+let orderSeq = 0;
+const nextOrderId = () => `B-${process.pid}-${++orderSeq}`;
+
+function orderBody(customerIdentifier: string) {
+  return { customerIdentifier, currency: 'USD', subtotal: '42.50', shipping: '4.99', tax: '3.40', total: '50.89', status: 'paid', lineItems: [{ productId: 'tee', quantity: 2, price: '15.00' }, { productId: 'mug', quantity: 1, price: '12.50' }] };
+}
+
+async function seed(url: string, customers: number) {
+  const { db, close } = await openDatabase({ url, poolSize: 8 });
+  try {
+    const { shop, apiKey } = await createShop(db, 'Bench orders shop');
+    await createEarningRule(db, shop.id, { type: 'place_order', name: '1 point per $1', earnPoint: 1, spent: '1.00' });
+    const ids = Array.from({ length: customers }, (_, i) => String(FIRST_CUSTOMER + i));
+    for (let i = 0; i < ids.length; i += 8) {
+      await Promise.all(ids.slice(i, i + 8).map((id) => upsertCustomer(db, shop.id, { shopifyCustomerId: id, email: `o${id}@bench.example` })));
+    }
+    return { shopId: shop.id, apiKey };
+  } finally {
+    await close();
+  }
+}
+
+/** 100,000 paid orders over the shop's customers, one NDJSON line each. */
+async function importFile(customers: number): Promise<string> {
+  const file = path.join(os.tmpdir(), `bench-orders-${process.pid}.ndjson`);
+  const out = createWriteStream(file);
+  for (let i = 0; i < IMPORT_ORDERS; i++) {
+    const line = JSON.stringify({ orderId: `H-${i}`, ...orderBody(String(FIRST_CUSTOMER + (i % customers))) });
+    if (!out.write(`${line}\n`)) await once(out, 'drain');
+  }
+  out.end();
+  await once(out, 'finish');
+  return file;
+}
+
+async function runImport(url: string, shopId: string, customers: number): Promise<{ seconds: number; exitCode: number | null; report: string }> {
+  const file = await importFile(customers);
+  try {
+    const started = performance.now();
+    const child = spawn('npm', ['run', '--silent', 'cli', '--', '--json', 'orders', 'import', file, '--shop', shopId], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.resume();
+    const [exitCode] = (await once(child, 'exit')) as [number | null];
+    return { seconds: (performance.now() - started) / 1000, exitCode, report: stdout.trim().slice(0, 300) };
+  } finally {
+    await rm(file, { force: true });
+  }
+}
+
+/** Balances equal their ledgers; every order earned its 42 points once. */
+async function checkLedger(url: string, shopId: string, ordersOk: number): Promise<Array<{ name: string; ok: boolean; detail: string }>> {
+  const client = await connect(url);
+  try {
+    const one = async (text: string) => Number(Object.values((await client.query(text, [shopId])).rows[0])[0]);
+    const wrong = await one(`select count(*) from customers c
+      left join lateral (select new_points from activities a where a.customer_id = c.id order by seq desc limit 1) last on true
+      where c.shop_id = $1 and c.points <> coalesce(last.new_points, 0)`);
+    const orders = await one(`select count(*) from orders where shop_id = $1 and points_earned = 42`);
+    const earns = await one(`select count(*) from activities where shop_id = $1 and type = 'earn_points' and new_points - old_points = 42`);
+    return [
+      { name: 'balance = last activity newPoints', ok: wrong === 0, detail: `${wrong} customers differ` },
+      { name: 'orders = 2xx PUTs + imported, each earned 42 once', ok: orders === ordersOk && earns === orders, detail: `${orders} orders, ${ordersOk} expected, ${earns} earn entries` },
+    ];
+  } finally {
+    await client.end();
+  }
+}
+
+async function run(options: BenchOptions): Promise<boolean> {
+  const schema = await createIsolatedSchema(options.databaseUrl);
+  let server: Awaited<ReturnType<typeof startServer>> | undefined;
+  try {
+    server = await startServer({ databaseUrl: schema.url });
+    const { shopId, apiKey } = await seed(schema.url, options.customers);
+    const customer = () => String(FIRST_CUSTOMER + Math.floor(Math.random() * options.customers));
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` };
+    const loads = {
+      points: { url: `${server.url}/rest-api/v1/points/add`, connections: options.connections, headers, body: () => JSON.stringify({ customerIdentifier: customer(), amount: 1 }) },
+      orders: {
+        url: `${server.url}/rest-api/v1/orders/warm`,
+        method: 'PUT' as const,
+        connections: options.connections,
+        headers,
+        path: () => `/rest-api/v1/orders/${nextOrderId()}`,
+        body: () => JSON.stringify(orderBody(customer())),
+      },
+    };
+    let ordersOk = 0;
+    const rates: Partial<Record<Face, number>> = {};
+    for (const face of ['points', 'orders'] as const) {
+      const warm = await warmUp(loads[face], options.warmupSec);
+      rates[face] = warm.rate;
+      if (face === 'orders') ordersOk += warm.successes;
+    }
+    const roundSec = Math.max(1, Math.round(options.durationSec / ROUNDS));
+    const turns: Record<Face, Measurement[]> = { points: [], orders: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const face of round % 2 ? (['orders', 'points'] as const) : (['points', 'orders'] as const)) {
+        const m = await runHttpLoad({ ...loads[face], amount: amountFor(loads[face], rates[face]!, roundSec) });
+        rates[face] = m.rate;
+        turns[face].push(m);
+        if (face === 'orders') ordersOk += m.ok;
+      }
+      process.stdout.write(`  round ${round + 1}: points/add ${fmt.rate(turns.points[round]!.rate)} req/s, PUT /orders ${fmt.rate(turns.orders[round]!.rate)} req/s\n`);
+    }
+    const points = combine(turns.points);
+    const orders = combine(turns.orders);
+    await server.stop();
+    server = undefined;
+
+    const imported = await runImport(schema.url, shopId, options.customers);
+    const checks = await checkLedger(schema.url, shopId, ordersOk + IMPORT_ORDERS);
+    checks.push({ name: 'import exited 0', ok: imported.exitCode === 0, detail: imported.report });
+
+    const ratio = orders.rate / points.rate;
+    const perRound = turns.orders.map((m, i) => m.rate / turns.points[i]!.rate);
+    process.stdout.write(
+      [
+        '',
+        formatTable(
+          ['request', 'req/s', 'p50', 'p99', 'ok', 'failed'],
+          [
+            ['REST POST /points/add', fmt.rate(points.rate), fmt.ms(points.p50), fmt.ms(points.p99), points.ok, points.failed],
+            ['REST PUT /orders/{id} (new paid order, 1 rule)', fmt.rate(orders.rate), fmt.ms(orders.p50), fmt.ms(orders.p99), orders.ok, orders.failed],
+          ],
+        ),
+        '',
+        formatTable(
+          ['target', 'value', 'per round', 'target', 'result'],
+          [
+            ['PUT /orders / points/add rate', fmt.ratio(ratio), `${fmt.ratio(Math.min(...perRound))}-${fmt.ratio(Math.max(...perRound))}`, `>= ${TARGETS.ordersVsPoints}`, ratio >= TARGETS.ordersVsPoints ? 'met' : 'MISSED'],
+            [`orders import of ${IMPORT_ORDERS} orders`, `${imported.seconds.toFixed(1)} s`, '', `< ${TARGETS.importSeconds} s`, imported.seconds < TARGETS.importSeconds ? 'met' : 'MISSED'],
+          ],
+        ),
+        '',
+        ...checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`),
+        '',
+      ].join('\n'),
+    );
+    return checks.every((c) => c.ok);
+  } finally {
+    await server?.stop();
+    await schema.drop();
+  }
+}
+
+export const orders: Scenario = {
+  name: 'orders',
+  summary: 'PUT /orders (a paid order, one rule) against POST /points/add in turns; the orders import of 100,000 orders',
+  run,
+};
