@@ -15,9 +15,17 @@ export function isCurrency(code: string): boolean {
   return CURRENCIES.has(code);
 }
 
-/** Digits after the decimal point in `currency`'s minor unit. */
+const exponents = new Map<string, number>();
+
+/** Digits after the decimal point in `currency`'s minor unit (kept: building an Intl.NumberFormat costs far more than an order's arithmetic). */
 export function currencyExponent(currency: string): number {
-  return new Intl.NumberFormat('en', { style: 'currency', currency }).resolvedOptions().maximumFractionDigits ?? 2;
+  let exponent = exponents.get(currency);
+  if (exponent === undefined) {
+    exponent = new Intl.NumberFormat('en', { style: 'currency', currency }).resolvedOptions().maximumFractionDigits ?? 2;
+    // Only codes Intl knows are kept, so the map stays as small as the ISO list.
+    if (isCurrency(currency)) exponents.set(currency, exponent);
+  }
+  return exponent;
 }
 
 /** An ISO 4217 code Intl knows, upper case. */

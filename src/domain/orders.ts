@@ -242,7 +242,7 @@ export async function upsertOrder(db: DB, shopId: string, orderIdInput: unknown,
     let created = false;
     if (!row) {
       // Two first PUTs at once: one inserts, the other waits on its row and then applies as an update.
-      await trx
+      row = await trx
         .insertInto('orders')
         .values({
           id: newId(),
@@ -262,9 +262,10 @@ export async function upsertOrder(db: DB, shopId: string, orderIdInput: unknown,
           updated_at: now,
         })
         .onConflict((oc) => oc.columns(['shop_id', 'order_id']).doNothing())
-        .execute();
-      row = (await lockOrder(trx, shopId, orderId))!;
-      created = row.state_hash === '';
+        .returningAll()
+        .executeTakeFirst();
+      created = row !== undefined;
+      row ??= (await lockOrder(trx, shopId, orderId))!;
     }
     if (row.customer_id !== customer.id) {
       throw new RuleViolationError('order_customer_changed', `order ${orderId} belongs to another customer; an order cannot move`, ['customerIdentifier']);
