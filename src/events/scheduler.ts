@@ -81,8 +81,13 @@ export function createScheduler(options: SchedulerOptions): Scheduler {
     },
     async lag() {
       const at = now();
-      const entries = await Promise.all(kinds.map(async (kind) => [kind.name, await kind.oldestDue(db, at)] as const));
-      return Object.fromEntries(entries.map(([name, due]) => [name, due ? Math.max(0, (at.getTime() - due.getTime()) / 1000) : 0]));
+      // One kind after the other: a metrics scrape holds one pooled connection at a time.
+      const lag: Record<string, number> = {};
+      for (const kind of kinds) {
+        const due = await kind.oldestDue(db, at);
+        lag[kind.name] = due ? Math.max(0, (at.getTime() - due.getTime()) / 1000) : 0;
+      }
+      return lag;
     },
   };
 }

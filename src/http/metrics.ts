@@ -69,6 +69,24 @@ export function createMetrics(sources: MetricSources): Metrics {
     },
   });
   const { database } = sources;
+  // The gauges that read the database share one probe per scrape, its queries one after the
+  // other: a scrape holds at most one pooled connection, and never queues for a second beside it.
+  let probe: Promise<{ queued: Array<{ status: string; n: number | string }> | null; lag: Record<string, number> | null }> | undefined;
+  const probeDatabase = () =>
+    (probe ??= (async () => {
+      // One probe of the partial index on due_at; a scrape must not fail because the database is down.
+      const queued = await database.db
+        .selectFrom('webhook_deliveries')
+        .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+        .where('due_at', 'is not', null)
+        .groupBy('status')
+        .execute()
+        .catch(() => null);
+      const lag = await sources.dueWorkLag().catch(() => null);
+      return { queued, lag };
+    })().finally(() => {
+      probe = undefined;
+    }));
   new Gauge({
     name: 'loyalty_webhook_deliveries_queued',
     help: 'Webhook deliveries with an attempt still due, by status (absent when the database did not answer)',
@@ -76,17 +94,10 @@ export function createMetrics(sources: MetricSources): Metrics {
     registers,
     async collect() {
       this.reset();
-      // One probe of the partial index on due_at; a scrape must not fail because the database is down.
-      const rows = await database.db
-        .selectFrom('webhook_deliveries')
-        .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
-        .where('due_at', 'is not', null)
-        .groupBy('status')
-        .execute()
-        .catch(() => null);
-      if (!rows) return;
+      const { queued } = await probeDatabase();
+      if (!queued) return;
       for (const status of QUEUED_STATUSES) this.set({ status }, 0);
-      for (const row of rows) this.set({ status: row.status }, Number(row.n));
+      for (const row of queued) this.set({ status: row.status }, Number(row.n));
     },
   });
   new Gauge({
@@ -96,7 +107,7 @@ export function createMetrics(sources: MetricSources): Metrics {
     registers,
     async collect() {
       this.reset();
-      const lag = await sources.dueWorkLag().catch(() => null);
+      const { lag } = await probeDatabase();
       for (const [kind, seconds] of Object.entries(lag ?? {})) this.set({ kind }, seconds);
     },
   });
