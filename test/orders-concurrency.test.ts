@@ -37,6 +37,8 @@ async function checkLedger(shopId: string) {
     const orders = await db().selectFrom('orders').selectAll().where('customer_id', '=', c.id).execute();
     const pending = await db().selectFrom('pending_points').select((eb) => eb.fn.coalesce(eb.fn.sum<number>('points'), eb.lit(0)).as('n')).where('customer_id', '=', c.id).where('released_at', 'is', null).executeTakeFirstOrThrow();
     expect(c.pending_points).toBe(Number(pending.n));
+    let nets = 0;
+    let unrecovered = 0;
     for (const o of orders) {
       const lines = o.line_items as Array<{ productId: string; quantity: number; price: string; discount: string; refundedQuantity: number; collectionIds: string[] }>;
       const orderState: OrderState = {
@@ -49,10 +51,12 @@ async function checkLedger(shopId: string) {
       };
       const net = orderPoints(o.earn_snapshot as EarnSnapshot, orderState);
       expect(o.points_earned - o.points_clawed_back).toBe(net);
-      // What the balance received from the order, plus what still waits, less what could not be taken back, is the net earn.
-      const moved = activities.filter((a) => a.type === 'earn_points' || a.type === 'clawback_points').reduce((sum, a) => sum + a.new_points - a.old_points, 0);
-      expect(moved + c.pending_points - o.unrecovered_points).toBe(net);
+      nets += net;
+      unrecovered += o.unrecovered_points;
     }
+    // What the balance received from the orders, plus what still waits, less what could not be taken back, is their net earn.
+    const moved = activities.filter((a) => a.type === 'earn_points' || a.type === 'clawback_points').reduce((sum, a) => sum + a.new_points - a.old_points, 0);
+    expect(moved + c.pending_points - unrecovered).toBe(nets);
   }
 }
 
@@ -81,6 +85,46 @@ describe('orders under concurrency', () => {
       expect(results.every((r) => [200, 422].includes(r.status))).toBe(true);
       await checkLedger(shop.shopId);
     }
+  });
+
+  it('many orders of a few customers at once (they share batches) with refunds and spending between: every earn exact', async () => {
+    for (const pendingDays of [0, 10]) {
+      const shop = await setUp(`Shared batches ${pendingDays}`, pendingDays);
+      const customers = ['mix-1', 'mix-2', 'mix-3'];
+      for (const c of customers) await t.customer(shop.shopId, c, 50);
+      const orders = Array.from({ length: 60 }, (_, i) => ({ id: `M-${i}`, customer: customers[i % 3]! }));
+      const first = await Promise.all(orders.map((o) => put(shop.apiKey, o.id, state(o.customer, 0))));
+      expect(first.map((r) => r.status)).toEqual(orders.map(() => 201));
+      // Refunds of half the orders race new states of the others, spending and more new orders.
+      const second = await Promise.all([
+        ...orders.map((o, i) => put(shop.apiKey, o.id, state(o.customer, i % 2 ? 3 + (i % 8) : 0))),
+        ...orders.map((o) => put(shop.apiKey, `${o.id}-b`, state(o.customer, 0))),
+        ...customers.flatMap((c) => Array.from({ length: 5 }, () => t.post('/rest-api/v1/points/substract', { customerIdentifier: c, amount: 40 }, shop.apiKey))),
+      ]);
+      expect(second.flatMap((r, i) => ([200, 201, 422].includes(r.status) ? [] : [`${i}: ${r.status}`]))).toEqual([]);
+      await checkLedger(shop.shopId);
+      const events = await db().selectFrom('outbox_events').select(['type']).where('shop_id', '=', shop.shopId).where('type', 'like', 'orders/%').execute();
+      expect(events.filter((e) => e.type === 'orders/created')).toHaveLength(120);
+    }
+  });
+
+  it('a PUT the rules refuse fails alone: its neighbours in the batch are written, a refused new order leaves nothing', async () => {
+    const shop = await setUp('Refused in a batch');
+    await t.customer(shop.shopId, 'near-limit', 1_000_000_000);
+    for (const amount of [1_000_000_000, 147_483_600]) await t.post('/rest-api/v1/points/add', { customerIdentifier: 'near-limit', amount }, shop.apiKey);
+    for (let i = 0; i < 10; i++) await t.customer(shop.shopId, `fine-${i}`);
+    const results = await Promise.all([
+      put(shop.apiKey, 'L-1', state('near-limit', 0)),
+      put(shop.apiKey, 'L-2', state('nobody', 0)),
+      ...Array.from({ length: 30 }, (_, i) => put(shop.apiKey, `F-${i}`, state(`fine-${i % 10}`, 0))),
+    ]);
+    expect(results[0]!.status).toBe(422);
+    expect(((await results[0]!.json()) as { error: string }).error).toBe('points_limit_exceeded');
+    expect(results[1]!.status).toBe(404);
+    expect(results.slice(2).map((r) => r.status)).toEqual(Array(30).fill(201));
+    const stored = await db().selectFrom('orders').select('order_id').where('shop_id', '=', shop.shopId).execute();
+    expect(stored.map((o) => o.order_id).sort()).toEqual(Array.from({ length: 30 }, (_, i) => `F-${i}`).sort());
+    await checkLedger(shop.shopId);
   });
 
   it('the same state 50 times at once earns once', async () => {

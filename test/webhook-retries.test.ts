@@ -5,7 +5,7 @@ import { upsertCustomer } from '../src/domain/customers.js';
 import { createEarningRule } from '../src/domain/earning-rules.js';
 import { EVENT_TOPICS } from '../src/domain/events.js';
 import { newId } from '../src/domain/ids.js';
-import { upsertOrder } from '../src/domain/orders.js';
+import { upsertOrder } from '../src/domain/order-writes.js';
 import { pendingRelease } from '../src/domain/pending-release.js';
 import { changePoints } from '../src/domain/points.js';
 import { createPointsRedemption, redeemPoints } from '../src/domain/redemptions.js';

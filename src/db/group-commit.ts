@@ -1,7 +1,7 @@
 import { databaseBusy } from './busy.js';
 
 export type GroupCommitOptions<T, R> = {
-  /** Writes every item in ONE autocommit statement; the result for `items[i]` at index i. */
+  /** Writes every item in ONE autocommit statement (or one transaction); the result for `items[i]` at index i. */
   write(items: T[]): Promise<R[]>;
   /** Items with the same key never share a statement (one UPDATE cannot change a row twice). */
   key(item: T): string;
@@ -27,7 +27,18 @@ export function groupCommit<T, R>(options: GroupCommitOptions<T, R>): (item: T) 
   let gathering: Caller[] = [];
   const gatheredKeys = new Set<string>();
 
-  const alone = (caller: Caller) => write([caller.item]).then(([result]) => caller.resolve(result!), caller.reject);
+  const alone = async (caller: Caller) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const [result] = await write([caller.item]);
+        return caller.resolve(result!);
+      } catch (err) {
+        // A deadlock's victim was rolled back whole and did nothing: the next try usually goes through.
+        if (attempt < DEADLOCK_ATTEMPTS && (err as { code?: unknown } | null)?.code === DEADLOCK) continue;
+        return caller.reject(err);
+      }
+    }
+  };
 
   const run = async (batch: Caller[]) => {
     inFlight++;
@@ -61,6 +72,9 @@ export function groupCommit<T, R>(options: GroupCommitOptions<T, R>): (item: T) 
       gatheredKeys.add(k);
     });
 }
+
+const DEADLOCK = '40P01';
+const DEADLOCK_ATTEMPTS = 3;
 
 /** An error PostgreSQL answered a statement with (it carries a SQLSTATE), so the statement did not commit. */
 function isStatementError(err: unknown): boolean {

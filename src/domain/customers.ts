@@ -82,7 +82,7 @@ export async function lockCustomer(db: Queryable, shopId: string, identifier: st
   return row;
 }
 
-function customerNotFound(identifier: string) {
+export function customerNotFound(identifier: string) {
   return new NotFoundError('customer_not_found', `no customer matches "${identifier}"`, ['customerIdentifier']);
 }
 

@@ -47,11 +47,22 @@ export async function recordEvent(trx: Trx, shopId: string, type: EventTopic, da
   return id!;
 }
 
-/** Several events in one statement, in order: for bulk writers such as the customers import. */
+/** Several events of one shop in one statement, in order: for bulk writers such as the customers import. */
 export async function recordEvents(
   trx: Trx,
   shopId: string,
   events: ReadonlyArray<{ type: EventTopic; data: unknown }>,
+): Promise<string[]> {
+  return recordShopEvents(
+    trx,
+    events.map((e) => ({ shopId, ...e })),
+  );
+}
+
+/** Events of any shops in one statement, in order: for writers that serve several shops at once (order batches). */
+export async function recordShopEvents(
+  trx: Trx,
+  events: ReadonlyArray<{ shopId: string; type: EventTopic; data: unknown }>,
 ): Promise<string[]> {
   if (events.length === 0) return [];
   const ids = events.map(() => newEventId());
@@ -59,8 +70,8 @@ export async function recordEvents(
   // it, and costs more to parse than to insert).
   await sql`
     insert into outbox_events (id, shop_id, type, data)
-    select id, ${shopId}, type, data from unnest(${ids}::text[], ${events.map((e) => e.type)}::text[],
-      ${events.map((e) => JSON.stringify(e.data))}::jsonb[]) with ordinality as input(id, type, data, n)
+    select id, shop_id, type, data from unnest(${ids}::text[], ${events.map((e) => e.shopId)}::text[], ${events.map((e) => e.type)}::text[],
+      ${events.map((e) => JSON.stringify(e.data))}::jsonb[]) with ordinality as input(id, shop_id, type, data, n)
     order by n`.execute(trx);
   announceOutboxWrite(trx);
   return ids;

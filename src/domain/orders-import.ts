@@ -1,7 +1,7 @@
 import type { DB } from '../db/database.js';
 import { DEFAULT_REPORT_LIMIT, type ImportRecord, type ImportRejection } from './customers-import.js';
 import { DomainError } from './errors.js';
-import { upsertOrder } from './orders.js';
+import { upsertOrder } from './order-writes.js';
 
 export type OrdersImportResult = {
   /** Good lines: created + updated + unchanged. */

@@ -1,17 +1,12 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import type { DB } from '../db/database.js';
-import type { OrderRow, OrderStatus } from '../db/schema.js';
-import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
-import { customerIdentifierSchema, getCustomer } from './customers.js';
+import type { EarningRuleRow, OrderRow, OrderStatus } from '../db/schema.js';
+import type { Queryable } from '../db/transaction.js';
+import { customerIdentifierSchema } from './customers.js';
 import { NotFoundError, RuleViolationError } from './errors.js';
-import { recordEvent } from './events.js';
-import { newId } from './ids.js';
 import { currencySchema, formatMoney, parseMoney } from './money.js';
-import { type EarnRule, type EarnSnapshot, EARNING_STATUSES, type LineState, MULTIPLIER_ONE, orderPoints, type OrderState } from './order-earn.js';
+import { type EarnRule, type EarnSnapshot, type LineState, MULTIPLIER_ONE, type OrderState } from './order-earn.js';
 import { type Page, type PageArgs, pageBySeq, pagesBySeq, type SeqList } from './pagination.js';
-import { holdPendingPoints, takePendingPoints } from './pending-points.js';
-import { MAX_AMOUNT, writeBalanceChange } from './points.js';
 import { parseInput, validationErrorFrom } from './validation.js';
 
 export const ORDER_STATUSES = ['pending', 'paid', 'partially_refunded', 'refunded', 'cancelled'] as const satisfies readonly OrderStatus[];
@@ -86,8 +81,8 @@ export const orderInputSchema = z.strictObject({
 
 export const orderIdSchema = z.string().trim().min(1).max(255).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
 
-type ParsedOrder = z.output<typeof orderInputSchema>;
-type Amounts = { subtotal: number; shipping: number; tax: number; total: number; refunded: number; lines: Array<{ price: number; discount: number }> };
+export type ParsedOrder = z.output<typeof orderInputSchema>;
+export type Amounts = { subtotal: number; shipping: number; tax: number; total: number; refunded: number; lines: Array<{ price: number; discount: number }> };
 
 /** Every money field in the currency's minor units; all issues at once, each with its path. */
 function amountsOf(data: ParsedOrder): Amounts {
@@ -132,6 +127,69 @@ function checkConsistent(data: ParsedOrder, amounts: Amounts): void {
 
 /** Later in an order's life means a higher rank; a state may not go back (refunded → paid). */
 const STATUS_RANK: Record<OrderStatus, number> = { pending: 0, paid: 1, partially_refunded: 2, refunded: 3, cancelled: 3 };
+
+/** One PUT of an order's full state, checked and normalised before it meets the database. */
+export type OrderPut = {
+  shopId: string;
+  orderId: string;
+  data: ParsedOrder;
+  amounts: Amounts;
+  lineItems: OrderLine[];
+  /** Of the state alone: the same state again, however its customer is named, changes nothing. */
+  stateHash: string;
+  now: Date;
+};
+
+/** Everything about a PUT that needs no database: the request's shape, its money, its sums. */
+export function parseOrderPut(shopId: string, orderIdInput: unknown, input: unknown, now: Date): OrderPut {
+  const orderId = parseInput(z.object({ orderId: orderIdSchema }), { orderId: orderIdInput }).orderId;
+  const data = parseInput(orderInputSchema, input);
+  const amounts = amountsOf(data);
+  checkConsistent(data, amounts);
+  const lineItems = normalizedLines(data, amounts);
+  const stateHash = createHash('sha256')
+    .update(JSON.stringify([data.currency, amounts.subtotal, amounts.shipping, amounts.tax, amounts.total, amounts.refunded, data.status, lineItems, data.processedAt ?? null]))
+    .digest('base64url');
+  return { shopId, orderId, data, amounts, lineItems, stateHash, now };
+}
+
+/** Refuses a new state that an order's stored one cannot become. */
+export function checkTransition(row: OrderRow, put: OrderPut): void {
+  const { data, amounts } = put;
+  if (STATUS_RANK[data.status] < STATUS_RANK[row.status]) {
+    throw new RuleViolationError('order_status_backwards', `the order is ${row.status}; it cannot become ${data.status}`, ['status']);
+  }
+  if (data.currency !== row.currency) throw new RuleViolationError('order_currency_changed', `the order is in ${row.currency}`, ['currency']);
+  if (amounts.refunded < row.refunded_minor) {
+    throw new RuleViolationError('order_refund_decreased', `${formatMoney(row.refunded_minor, row.currency)} was refunded already; a refund cannot be taken back`, ['refunded']);
+  }
+}
+
+/** The arithmetic's view of a PUT's state. */
+export function orderState(put: OrderPut): OrderState {
+  const { data, amounts } = put;
+  return { status: data.status, shippingMinor: amounts.shipping, taxMinor: amounts.tax, totalMinor: amounts.total, refundedMinor: amounts.refunded, lineItems: lineStates(put.lineItems, data.currency) };
+}
+
+/** The shop's active place_order rules (in creation order), as an earn's snapshot keeps them. */
+export function earnSnapshot(rows: EarningRuleRow[], now: Date): EarnSnapshot {
+  const rules = rows.map(
+    (r): EarnRule => ({
+      id: r.id,
+      name: r.name,
+      earnPoint: r.earn_point,
+      spentMinor: Number(r.spent_minor),
+      includeProductIds: r.include_product_ids,
+      excludeProductIds: r.exclude_product_ids,
+      includeCollectionIds: r.include_collection_ids,
+      excludeCollectionIds: r.exclude_collection_ids,
+      includeShipping: r.include_shipping,
+      includeTax: r.include_tax,
+    }),
+  );
+  // Tiers (their multiplier) come with the next part of the engine; ×1 until then.
+  return { rules, multiplierBp: MULTIPLIER_ONE, takenAt: now.toISOString() };
+}
 
 function normalizedLines(data: ParsedOrder, amounts: Amounts): OrderLine[] {
   return data.lineItems.map((l, i) => ({
@@ -186,188 +244,6 @@ export function toOrder(row: OrderRow): Order {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
-}
-
-/** The shop's active place_order rules, as an earn's snapshot keeps them. */
-async function takeSnapshot(trx: Trx, shopId: string, now: Date): Promise<EarnSnapshot> {
-  const rows = await trx
-    .selectFrom('earning_rules')
-    .selectAll()
-    .where('shop_id', '=', shopId)
-    .where('type', '=', 'place_order')
-    .where('active', '=', true)
-    .orderBy('created_at')
-    .orderBy('id')
-    .execute();
-  const rules = rows.map(
-    (r): EarnRule => ({
-      id: r.id,
-      name: r.name,
-      earnPoint: r.earn_point,
-      spentMinor: Number(r.spent_minor),
-      includeProductIds: r.include_product_ids,
-      excludeProductIds: r.exclude_product_ids,
-      includeCollectionIds: r.include_collection_ids,
-      excludeCollectionIds: r.exclude_collection_ids,
-      includeShipping: r.include_shipping,
-      includeTax: r.include_tax,
-    }),
-  );
-  // Tiers (their multiplier) come with the next part of the engine; ×1 until then.
-  return { rules, multiplierBp: MULTIPLIER_ONE, takenAt: now.toISOString() };
-}
-
-export type UpsertResult = { order: Order; created: boolean; changed: boolean };
-
-/**
- * PUT semantics: the order's full state. The same state again changes nothing; a new state applies
- * exactly the difference between what it earns and what was credited before, once: the order's row
- * lock serialises concurrent PUTs of one order, and each compares with the state committed before it.
- * Lock order: order row, then its pending points, then the customer (as every engine path takes them).
- */
-export async function upsertOrder(db: DB, shopId: string, orderIdInput: unknown, input: unknown, now = new Date()): Promise<UpsertResult> {
-  const orderId = parseInput(z.object({ orderId: orderIdSchema }), { orderId: orderIdInput }).orderId;
-  const data = parseInput(orderInputSchema, input);
-  const amounts = amountsOf(data);
-  checkConsistent(data, amounts);
-  const lineItems = normalizedLines(data, amounts);
-  const stateHash = createHash('sha256')
-    .update(JSON.stringify([data.customerIdentifier.toLowerCase(), data.currency, amounts.subtotal, amounts.shipping, amounts.tax, amounts.total, amounts.refunded, data.status, lineItems, data.processedAt ?? null]))
-    .digest('base64url');
-
-  return inTransaction(db, async (trx) => {
-    const customer = await getCustomer(trx, shopId, data.customerIdentifier);
-    const shop = await trx.selectFrom('shops').select(['currency', 'pending_days']).where('id', '=', shopId).executeTakeFirstOrThrow();
-    let row = await lockOrder(trx, shopId, orderId);
-    let created = false;
-    if (!row) {
-      // Two first PUTs at once: one inserts, the other waits on its row and then applies as an update.
-      row = await trx
-        .insertInto('orders')
-        .values({
-          id: newId(),
-          shop_id: shopId,
-          customer_id: customer.id,
-          order_id: orderId,
-          currency: data.currency,
-          subtotal_minor: 0,
-          shipping_minor: 0,
-          tax_minor: 0,
-          total_minor: 0,
-          refunded_minor: 0,
-          status: 'pending',
-          line_items: '[]',
-          state_hash: '',
-          created_at: now,
-          updated_at: now,
-        })
-        .onConflict((oc) => oc.columns(['shop_id', 'order_id']).doNothing())
-        .returningAll()
-        .executeTakeFirst();
-      created = row !== undefined;
-      row ??= (await lockOrder(trx, shopId, orderId))!;
-    }
-    if (row.customer_id !== customer.id) {
-      throw new RuleViolationError('order_customer_changed', `order ${orderId} belongs to another customer; an order cannot move`, ['customerIdentifier']);
-    }
-    if (!created) {
-      const stale = data.sourceUpdatedAt && row.source_updated_at && data.sourceUpdatedAt < row.source_updated_at;
-      if (stale || row.state_hash === stateHash) return { order: toOrder(row), created: false, changed: false };
-      if (STATUS_RANK[data.status] < STATUS_RANK[row.status]) {
-        throw new RuleViolationError('order_status_backwards', `the order is ${row.status}; it cannot become ${data.status}`, ['status']);
-      }
-      if (data.currency !== row.currency) throw new RuleViolationError('order_currency_changed', `the order is in ${row.currency}`, ['currency']);
-      if (amounts.refunded < row.refunded_minor) {
-        throw new RuleViolationError('order_refund_decreased', `${formatMoney(row.refunded_minor, row.currency)} was refunded already; a refund cannot be taken back`, ['refunded']);
-      }
-    }
-
-    // The rules of the first paid state stay the order's rules: refunds and edits recompute against them.
-    const state: OrderState = { status: data.status, shippingMinor: amounts.shipping, taxMinor: amounts.tax, totalMinor: amounts.total, refundedMinor: amounts.refunded, lineItems: lineStates(lineItems, data.currency) };
-    let snapshot = row.earn_snapshot as EarnSnapshot | null;
-    let earnNote = row.earn_note;
-    if (!snapshot && EARNING_STATUSES.has(data.status)) {
-      if (data.currency !== shop.currency) {
-        earnNote = `the order is in ${data.currency} and the shop's program in ${shop.currency}: it earns nothing`;
-      } else {
-        snapshot = await takeSnapshot(trx, shopId, now);
-        earnNote = snapshot.rules.length ? null : 'no place_order rule was active when the order was paid';
-      }
-    }
-    const target = data.currency === shop.currency ? orderPoints(snapshot, state) : 0;
-    if (target > MAX_AMOUNT) throw new RuleViolationError('order_points_limit', `the order would earn ${target} points; at most ${MAX_AMOUNT}`, ['total']);
-
-    const counters = { earned: row.points_earned, pending: row.points_pending, clawedBack: row.points_clawed_back, unrecovered: row.unrecovered_points };
-    const difference = target - (counters.earned - counters.clawedBack);
-    const description = `order ${orderId}`;
-    if (difference > 0) {
-      counters.earned += difference;
-      if (shop.pending_days > 0) {
-        const availableAt = new Date(now.getTime() + shop.pending_days * 86_400_000);
-        await holdPendingPoints(trx, { shopId, customerId: customer.id, orderId: row.id, points: difference, availableAt, description });
-        counters.pending += difference;
-      } else {
-        await writeBalanceChange(trx, shopId, { customerId: customer.id }, { op: 'add', amount: difference, type: 'earn_points', settingType: 'order', description, note: null, topic: 'points/earned' });
-      }
-    } else if (difference < 0) {
-      const owed = -difference;
-      counters.clawedBack += owed;
-      // Pending points first: they were never spendable.
-      const fromPending = await takePendingPoints(trx, { orderId: row.id, customerId: customer.id, points: owed });
-      counters.pending -= fromPending;
-      const rest = owed - fromPending;
-      const fromBalance = Math.min(rest, await balanceOf(trx, customer.id));
-      counters.unrecovered += rest - fromBalance;
-      if (fromBalance > 0) {
-        const written = await writeBalanceChange(trx, shopId, { customerId: customer.id }, { op: 'subtract', amount: fromBalance, type: 'clawback_points', settingType: 'order', description, note: null, topic: 'points/clawed_back' });
-        if (!written) throw new Error(`clawback of ${fromBalance} refused for locked customer ${customer.id}`);
-      } else {
-        // No ledger entry (the balance did not move): the event says what was taken, and from where.
-        await recordEvent(trx, shopId, 'points/clawed_back', { customer: customer.id, order: row.id, orderId, points: owed, fromPending, unrecovered: rest });
-      }
-    }
-
-    const updated = await trx
-      .updateTable('orders')
-      .set({
-        subtotal_minor: amounts.subtotal,
-        shipping_minor: amounts.shipping,
-        tax_minor: amounts.tax,
-        total_minor: amounts.total,
-        refunded_minor: amounts.refunded,
-        status: data.status,
-        line_items: JSON.stringify(lineItems),
-        processed_at: data.processedAt ?? row.processed_at,
-        source_updated_at: data.sourceUpdatedAt ?? row.source_updated_at,
-        state_hash: stateHash,
-        earn_snapshot: snapshot ? JSON.stringify(snapshot) : null,
-        earn_note: earnNote,
-        points_earned: counters.earned,
-        points_pending: counters.pending,
-        points_clawed_back: counters.clawedBack,
-        unrecovered_points: counters.unrecovered,
-        updated_at: now,
-      })
-      .where('id', '=', row.id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    const order = toOrder(updated);
-    await recordEvent(trx, shopId, created ? 'orders/created' : 'orders/updated', order);
-    return { order, created, changed: true };
-  });
-}
-
-/**
- * The customer's balance under the row lock balance changes take, so a clawback never takes more
- * than is there (points spent meanwhile are the shortfall, not a negative balance).
- */
-async function balanceOf(trx: Trx, customerId: string): Promise<number> {
-  const row = await trx.selectFrom('customers').select('points').where('id', '=', customerId).forNoKeyUpdate().executeTakeFirstOrThrow();
-  return row.points;
-}
-
-function lockOrder(trx: Trx, shopId: string, orderId: string): Promise<OrderRow | undefined> {
-  return trx.selectFrom('orders').selectAll().where('shop_id', '=', shopId).where('order_id', '=', orderId).forUpdate().executeTakeFirst();
 }
 
 export async function getOrder(db: Queryable, shopId: string, orderIdInput: unknown): Promise<Order> {

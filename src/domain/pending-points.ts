@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { PendingPointsRow } from '../db/schema.js';
 import type { Queryable, Trx } from '../db/transaction.js';
-import { recordEvent } from './events.js';
+import { recordShopEvents } from './events.js';
 import { newId } from './ids.js';
 import type { Page, PageArgs } from './pagination.js';
 import { decodeCursor, encodeCursor, invalidCursor } from './pagination.js';
@@ -25,25 +25,46 @@ export function toPendingEarn(row: PendingPointsRow): PendingEarn {
   return { _id: row.id, customer: row.customer_id, order: row.order_id, points: row.points, availableAt: row.available_at, createdAt: row.created_at };
 }
 
-type Hold = { shopId: string; customerId: string; orderId: string; points: number; availableAt: Date; description: string };
+export type Hold = { shopId: string; customerId: string; orderId: string; points: number; availableAt: Date; description: string };
 
-/** Holds `points` until `availableAt`; the caller holds the order's row lock. */
-export async function holdPendingPoints(trx: Trx, hold: Hold): Promise<void> {
-  const row = await trx
-    .insertInto('pending_points')
-    .values({ id: newId(), shop_id: hold.shopId, customer_id: hold.customerId, order_id: hold.orderId, points: hold.points, available_at: hold.availableAt })
-    .returningAll()
-    .executeTakeFirstOrThrow();
-  await trx.updateTable('customers').set({ pending_points: sql`pending_points + ${hold.points}` }).where('id', '=', hold.customerId).execute();
+/**
+ * Writes an order batch's pending points: holds each hold's points until its `availableAt`, and
+ * lowers the customers' pending_points by what `takePendingPoints` took back, in two statements
+ * however many there are. The caller holds the orders' and the customers' row locks.
+ */
+export async function writePendingPoints(trx: Trx, holds: Hold[], taken: ReadonlyArray<{ customerId: string; points: number }>): Promise<void> {
+  if (holds.length === 0 && taken.length === 0) return;
+  const ids = holds.map(() => newId());
+  const column = <V>(pick: (h: Hold) => V) => holds.map(pick);
+  const changed = [...holds.map((h) => ({ customerId: h.customerId, points: h.points })), ...taken.map((t) => ({ customerId: t.customerId, points: -t.points }))];
+  await sql`
+    with held as (
+      insert into pending_points (id, shop_id, customer_id, order_id, points, available_at)
+      select * from unnest(${ids}::text[], ${column((h) => h.shopId)}::text[], ${column((h) => h.customerId)}::text[],
+        ${column((h) => h.orderId)}::text[], ${column((h) => h.points)}::int[], ${column((h) => h.availableAt.toISOString())}::timestamptz[])
+    )
+    update customers c set pending_points = c.pending_points + t.points
+    from (select customer_id, sum(points)::int as points
+      from unnest(${changed.map((c) => c.customerId)}::text[], ${changed.map((c) => c.points)}::int[]) as i(customer_id, points)
+      group by customer_id) t
+    where c.id = t.customer_id`.execute(trx);
   // No `_id`: the balance did not move (points/* events with one name a ledger entry).
-  await recordEvent(trx, hold.shopId, 'points/pending', { customer: hold.customerId, order: hold.orderId, points: hold.points, availableAt: hold.availableAt.toISOString(), description: hold.description, pendingEarn: row.id });
+  await recordShopEvents(
+    trx,
+    holds.map((h, i) => ({
+      shopId: h.shopId,
+      type: 'points/pending' as const,
+      data: { customer: h.customerId, order: h.orderId, points: h.points, availableAt: h.availableAt.toISOString(), description: h.description, pendingEarn: ids[i] },
+    })),
+  );
 }
 
 /**
  * Takes up to `points` back from the order's unreleased pending points, the latest first; returns
- * how many it took. Rows are locked after the order's and before the customer's (the engine's lock order).
+ * how many it took, for writePendingPoints to lower the customer's pending_points. Rows are locked
+ * after the order's and before the customer's (the engine's lock order).
  */
-export async function takePendingPoints(trx: Trx, take: { orderId: string; customerId: string; points: number }): Promise<number> {
+export async function takePendingPoints(trx: Trx, take: { orderId: string; points: number }): Promise<number> {
   const rows = await trx
     .selectFrom('pending_points')
     .select(['id', 'points'])
@@ -61,7 +82,6 @@ export async function takePendingPoints(trx: Trx, take: { orderId: string; custo
     await trx.updateTable('pending_points').set({ points: row.points - part }).where('id', '=', row.id).execute();
     taken += part;
   }
-  if (taken > 0) await trx.updateTable('customers').set({ pending_points: sql`pending_points - ${taken}` }).where('id', '=', take.customerId).execute();
   return taken;
 }
 

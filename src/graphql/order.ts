@@ -1,4 +1,5 @@
-import { getOrder, listOrdersOfCustomers, ORDER_STATUSES, type Order as OrderShape, type OrderLine as OrderLineShape, upsertOrder } from '../domain/orders.js';
+import { upsertOrder } from '../domain/order-writes.js';
+import { getOrder, listOrdersOfCustomers, ORDER_STATUSES, type Order as OrderShape, type OrderLine as OrderLineShape } from '../domain/orders.js';
 import { listPendingEarns, type PendingEarn as PendingEarnShape } from '../domain/pending-points.js';
 import { BATCH_ONLY, builder } from './builder.js';
 import { connectionsOf, forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';

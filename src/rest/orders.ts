@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
-import { getOrder, upsertOrder } from '../domain/orders.js';
+import { upsertOrder } from '../domain/order-writes.js';
+import { getOrder } from '../domain/orders.js';
 
 type WithOrderId = { Params: { orderId: string } };
 
