@@ -14,7 +14,7 @@ import {
   PARALLEL_BATCHES,
 } from '../domain/customers-import.js';
 import { DomainError } from '../domain/errors.js';
-import { importOrders, ORDER_IMPORT_CONCURRENCY, type OrdersImportResult } from '../domain/orders-import.js';
+import { importOrders, ORDER_IMPORT_POOL_SIZE, type OrdersImportResult } from '../domain/orders-import.js';
 import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops.js';
 import { countRecords, detectFormat, ImportFileError, ORDER_COLUMNS, readImportFile } from './import-file.js';
 
@@ -229,13 +229,11 @@ program
     try {
       bar?.start(await countRecords(file, format), 0);
       result = await withDatabase(
-        async (db, _applied, database) =>
+        async (db) =>
           importOrders(db, (await findShop(db, opts.shop)).id, readImportFile(file, format, ORDER_COLUMNS), {
-            // PGlite is one connection: its transactions run one at a time anyway.
-            concurrency: database.kind === 'postgres' ? ORDER_IMPORT_CONCURRENCY : 1,
             onProgress: (read) => bar?.update(read),
           }),
-        ORDER_IMPORT_CONCURRENCY,
+        ORDER_IMPORT_POOL_SIZE,
       );
     } finally {
       bar?.stop();
