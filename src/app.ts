@@ -7,6 +7,7 @@ import type { PurgeOptions } from './db/purge.js';
 import { purgeRelayedOutboxEvents } from './domain/events.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
 import { pendingRelease } from './domain/pending-release.js';
+import { shopifyInbox } from './domain/shopify-connector.js';
 import { createEventBus, type EventBus } from './events/bus.js';
 import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
 import { createScheduler, type Scheduler } from './events/scheduler.js';
@@ -60,7 +61,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
     db: database.db,
-    kinds: [pendingRelease],
+    kinds: [pendingRelease, shopifyInbox],
     logger,
     now: () => new Date(options.clock?.() ?? Date.now()),
   });

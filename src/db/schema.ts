@@ -320,6 +320,8 @@ export interface ShopifyInboxTable {
   next_attempt_at: Defaulted<Date>;
   /** Why it could not be applied (visible to the shop); null while fine. */
   error: string | null;
+  /** The Shopify order it is about (orders/* and refunds/create), so an order's webhooks can be read together. */
+  shopify_order_id: string | null;
 }
 
 export interface Database {

@@ -58,3 +58,14 @@ export class ConflictError extends DomainError {
     super(message, field);
   }
 }
+
+/** The request does not prove who sent it: a signature that does not match, say. */
+export class UnauthenticatedError extends DomainError {
+  constructor(
+    readonly code: string,
+    message: string,
+    field?: string[],
+  ) {
+    super(message, field);
+  }
+}

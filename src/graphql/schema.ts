@@ -12,6 +12,7 @@ import './events.js';
 import './shop.js';
 import './order.js';
 import './earning-rule.js';
+import './shopify.js';
 
 export const schema = builder.toSchema();
 

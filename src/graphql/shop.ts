@@ -30,7 +30,7 @@ const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implem
   }),
 });
 
-const Shop = builder.objectRef<ShopShape>('Shop').implement({
+export const Shop = builder.objectRef<ShopShape>('Shop').implement({
   description: 'The shop the API key belongs to.',
   fields: (t) => ({
     id: t.exposeID('id'),

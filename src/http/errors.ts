@@ -1,5 +1,5 @@
 import { databaseBusy } from '../db/busy.js';
-import { ConflictError, DomainError, NotFoundError, RuleViolationError, ValidationError, type FieldIssue } from '../domain/errors.js';
+import { ConflictError, DomainError, NotFoundError, RuleViolationError, UnauthenticatedError, ValidationError, type FieldIssue } from '../domain/errors.js';
 
 /** The REST error envelope (DESIGN.md "Errors"). */
 export type ErrorBody = {
@@ -29,6 +29,7 @@ export class UnauthorizedError extends HttpError {
 
 export function domainErrorStatus(err: DomainError): number {
   if (err instanceof ValidationError) return 400;
+  if (err instanceof UnauthenticatedError) return 401;
   if (err instanceof NotFoundError) return 404;
   if (err instanceof ConflictError) return 409;
   if (err instanceof RuleViolationError) return 422;

@@ -9,6 +9,7 @@ import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import { REST_PREFIX, restApi } from '../rest/index.js';
+import { shopifyWebhookRoutes } from '../rest/shopify-webhooks.js';
 import { forgetApiKey } from '../domain/shops.js';
 import { HttpError, toErrorResponse } from './errors.js';
 import { answerClientError, answerFrameworkError } from './framework-errors.js';
@@ -99,6 +100,7 @@ export async function createHttpServer(deps: {
   });
 
   await app.register(restApi, { prefix: REST_PREFIX, db, rateLimiter, webhooks });
+  await app.register(shopifyWebhookRoutes, { db, secrets: webhooks.secrets });
 
   // A key revoked on any instance is forgotten here at once, not after the key cache's TTL.
   bus.onRevoked((key) => forgetApiKey(db, key.prefix));

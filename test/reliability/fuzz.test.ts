@@ -44,6 +44,7 @@ let subscriptionId: string;
 let rewardId: string;
 
 const CUSTOMERS = ['c-0', 'c-1', 'c-2', 'c-3'];
+const SHOPIFY_DOMAIN = 'fuzzed.myshopify.com';
 
 beforeAll(async () => {
   // The rate limiter's clock jumps a minute per call: no bucket ever fills, so every request
@@ -61,6 +62,8 @@ beforeAll(async () => {
     'mutation { pointsRedemptionCreate(input: { name: "5 off", type: amount, discountPrefix: "FZ", rewardValue: 100, discountValue: 5 }) { pointsRedemption { _id } userErrors { code message } } }',
   );
   rewardId = option.data.pointsRedemptionCreate.pointsRedemption._id;
+  const connected = await t.graphql(shop.apiKey, `mutation { shopifySettingsUpdate(input: { shopDomain: "${SHOPIFY_DOMAIN}", webhookSecret: "fuzz-secret-123" }) { userErrors { code } } }`);
+  expect(connected.data.shopifySettingsUpdate.userErrors).toEqual([]);
   // GET /referral creates a code on first call: create them now, so a fuzzed GET changes nothing.
   for (const id of CUSTOMERS) {
     const res = await fetch(`${t.url}/rest-api/v1/referral?customerIdentifier=${id}`, { headers: { authorization: `Bearer ${shop.apiKey}` } });
@@ -71,7 +74,7 @@ afterAll(() => t?.stop());
 
 /** Everything a request could change, for every shop. */
 async function snapshot(db: DB) {
-  const count = async (table: 'activities' | 'outbox_events' | 'discount_codes' | 'referral_codes' | 'referrals' | 'webhook_deliveries' | 'customers' | 'orders' | 'pending_points') =>
+  const count = async (table: 'activities' | 'outbox_events' | 'discount_codes' | 'referral_codes' | 'referrals' | 'webhook_deliveries' | 'customers' | 'orders' | 'pending_points' | 'shopify_inbox') =>
     Number((await db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
   return {
     customers: await db.selectFrom('customers').select(['id', 'shop_id', 'shopify_customer_id', 'email', 'birthday', 'points', 'updated_at']).orderBy('id').execute(),
@@ -85,6 +88,7 @@ async function snapshot(db: DB) {
       customers: await count('customers'),
       orders: await count('orders'),
       pendingPoints: await count('pending_points'),
+      shopifyInbox: await count('shopify_inbox'),
     },
     subscriptions: await db.selectFrom('webhook_subscriptions').select(['id', 'topic', 'callback_url', 'previous_secret_valid_until', 'updated_at']).orderBy('id').execute(),
     redemptions: await db.selectFrom('points_redemptions').select(['id', 'status', 'reward_value', 'updated_at']).orderBy('id').execute(),
@@ -442,6 +446,29 @@ const graphqlNotAcceptable: fc.Arbitrary<Case> = fc
     body: JSON.stringify({ query: 'mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 7 }) { activity { _id } } }' }),
   }));
 
+/**
+ * Shopify webhooks that do not prove they come from the shop's store: no signature, a wrong one,
+ * an unknown or odd domain, missing or huge headers, with any body. Nothing may be stored.
+ */
+const shopifyWebhook: fc.Arbitrary<Case> = fc
+  .tuple(
+    fc.oneof(fc.constant(SHOPIFY_DOMAIN), fc.constantFrom('nobody.myshopify.com', '', 'FUZZED.MYSHOPIFY.COM ', '../x', 'x'.repeat(300)), oddString),
+    fc.oneof(fc.constantFrom('', 'AAAA', 'not base64!', '=', 'x'.repeat(300)), fc.base64String({ minLength: 4, maxLength: 64 })),
+    fc.oneof(fc.constantFrom('orders/paid', 'refunds/create', 'customers/create', 'products/create', ''), oddString),
+    fc.option(fc.oneof(fc.constantFrom('', 'w-1'), oddString), { nil: undefined }),
+    fc.oneof(junkJson.map((v) => JSON.stringify(v) ?? 'null'), fc.constantFrom('{"id":1,"line_items":[]}', '{', '')),
+  )
+  .map(([domain, hmac, topic, webhookId, body]) => {
+    const header = (name: string, value: string) => (value === '' ? [] : [name, value.replace(/[\u0000-\u001f\u007f-\uffff]/g, '?')]);
+    return {
+      family: 'shopify webhook',
+      method: 'POST',
+      path: '/integrations/shopify/webhooks',
+      headers: [...json, ...header('x-shopify-shop-domain', domain), ...header('x-shopify-hmac-sha256', hmac), ...header('x-shopify-topic', topic), ...(webhookId === undefined ? [] : header('x-shopify-webhook-id', webhookId))],
+      body,
+    };
+  });
+
 const anyCase: fc.Arbitrary<Case> = fc.oneof(
   { weight: 30, arbitrary: restBody },
   { weight: 10, arbitrary: restQuery },
@@ -451,6 +478,7 @@ const anyCase: fc.Arbitrary<Case> = fc.oneof(
   { weight: 2, arbitrary: rawHttp },
   { weight: 25, arbitrary: graphqlCase },
   { weight: 1, arbitrary: graphqlNotAcceptable },
+  { weight: 6, arbitrary: shopifyWebhook },
 );
 
 // --- Sending and judging --------------------------------------------------------------------

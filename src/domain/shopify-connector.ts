@@ -1,0 +1,310 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { sql } from 'kysely';
+import { z } from 'zod';
+import type { DB } from '../db/database.js';
+import type { ShopifyInboxRow } from '../db/schema.js';
+import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
+import type { SecretBox } from '../webhooks/secret-box.js';
+import { customerInputSchema, upsertCustomerIn } from './customers.js';
+import { ConflictError, DomainError, NotFoundError, UnauthenticatedError } from './errors.js';
+import { newId } from './ids.js';
+import { upsertOrder } from './order-writes.js';
+import { type Page, type PageArgs, decodeCursor, encodeCursor, invalidCursor } from './pagination.js';
+import type { DueWork } from './scheduling.js';
+import { customerInput, orderPut, parseShopifyCustomer, parseShopifyOrder, parseShopifyRefund, type ShopifyOrder, type ShopifyRefund } from './shopify-payloads.js';
+import { parseInput } from './validation.js';
+
+/**
+ * The Shopify connector (DESIGN.md "Shopify connector"): Shopify's webhooks in, the same domain
+ * calls out. A webhook is authenticated (HMAC of its raw body with the shop's secret), stored in an
+ * inbox (committed before Shopify gets its 200) and applied after by the scheduler, so a slow or
+ * failing apply never makes Shopify wait or retry, and a crash between the two loses nothing.
+ */
+
+export const SHOPIFY_TOPICS = ['orders/create', 'orders/paid', 'orders/updated', 'orders/cancelled', 'refunds/create', 'customers/create', 'customers/update'] as const;
+/** Shopify retries a failed delivery for 48 hours; anything triggered longer ago is a replay. */
+export const SHOPIFY_REPLAY_WINDOW_MS = 72 * 60 * 60 * 1000;
+/** Waits between tries of a webhook that failed for a passing reason (the database, say): then every hour. */
+const RETRY_DELAYS_MS = [10_000, 60_000, 5 * 60_000, 30 * 60_000, 60 * 60_000];
+
+// --- the shop's connection -----------------------------------------------------------------------
+
+export type ShopifyConnection = { shopDomain: string | null; webhookSecretSet: boolean };
+
+const shopDomainSchema = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .regex(/^[a-z0-9][a-z0-9-]*\.myshopify\.com$/, 'the shop\'s myshopify.com domain, such as my-shop.myshopify.com');
+
+export const shopifyConnectionInputSchema = z.strictObject({
+  shopDomain: shopDomainSchema,
+  /** The app's client secret (or the webhook signing secret Shopify shows); omitted keeps the stored one. */
+  webhookSecret: z.string().min(8).max(512).optional(),
+});
+
+export async function getShopifyConnection(db: Queryable, shopId: string): Promise<ShopifyConnection> {
+  const row = await db.selectFrom('shops').select(['shopify_domain', 'shopify_webhook_secret']).where('id', '=', shopId).executeTakeFirstOrThrow();
+  return { shopDomain: row.shopify_domain, webhookSecretSet: row.shopify_webhook_secret !== null };
+}
+
+/** Connects the shop to its Shopify store; the secret is sealed (SecretBox) and never shown again. */
+export async function setShopifyConnection(db: DB, secrets: SecretBox, shopId: string, input: unknown): Promise<ShopifyConnection> {
+  const data = parseInput(shopifyConnectionInputSchema, input);
+  const changes = {
+    shopify_domain: data.shopDomain,
+    ...(data.webhookSecret !== undefined ? { shopify_webhook_secret: secrets.seal(data.webhookSecret, sealContext(shopId)) } : {}),
+  };
+  try {
+    await db.updateTable('shops').set(changes).where('id', '=', shopId).execute();
+  } catch (err) {
+    if ((err as { code?: unknown }).code === '23505') throw new ConflictError('shopify_domain_taken', `${data.shopDomain} is connected to another shop`, ['shopDomain']);
+    throw err;
+  }
+  return getShopifyConnection(db, shopId);
+}
+
+const sealContext = (shopId: string) => `shopify-webhook-secret:${shopId}`;
+
+// --- receiving -----------------------------------------------------------------------------------
+
+export type ShopifyDelivery = {
+  shopDomain: string;
+  topic: string;
+  webhookId: string;
+  /** Base64 HMAC-SHA256 of the raw body (X-Shopify-Hmac-Sha256). */
+  hmac: string;
+  /** X-Shopify-Triggered-At, when sent. */
+  triggeredAt: Date | null;
+  rawBody: Buffer;
+};
+
+export type Receipt = { status: 'accepted' | 'duplicate' | 'rejected'; id: string; reason?: string };
+
+/**
+ * Authenticates a delivery and stores it; the caller answers Shopify once this resolves (the row
+ * is committed). A second delivery of a webhook id is a duplicate and stores nothing. A delivery
+ * that is authentic but cannot be applied (a topic we do not handle, a replay from days ago, a body
+ * that is not JSON) is stored as rejected, with its reason, for the shop to see.
+ */
+export async function receiveShopifyWebhook(db: DB, secrets: SecretBox, delivery: ShopifyDelivery, now = new Date()): Promise<Receipt> {
+  const shop = await db
+    .selectFrom('shops')
+    .select(['id', 'shopify_webhook_secret'])
+    .where('shopify_domain', '=', delivery.shopDomain.trim().toLowerCase())
+    .executeTakeFirst();
+  if (!shop) throw new NotFoundError('shopify_shop_not_found', `no shop is connected to ${delivery.shopDomain}`, ['X-Shopify-Shop-Domain']);
+  if (!shop.shopify_webhook_secret || !hmacMatches(secrets.open(shop.shopify_webhook_secret, sealContext(shop.id)), delivery.rawBody, delivery.hmac)) {
+    throw new UnauthenticatedError('shopify_signature_invalid', 'X-Shopify-Hmac-Sha256 does not match the body signed with the shop\'s Shopify webhook secret', ['X-Shopify-Hmac-Sha256']);
+  }
+
+  const text = delivery.rawBody.toString('utf8');
+  let body: unknown;
+  let reason = rejectionOf(delivery, now);
+  try {
+    body = JSON.parse(text);
+  } catch {
+    reason ??= 'the body is not JSON';
+  }
+  const id = newId();
+  const inserted = await db
+    .insertInto('shopify_inbox')
+    .values({
+      id,
+      shop_id: shop.id,
+      webhook_id: delivery.webhookId,
+      topic: delivery.topic,
+      body: text,
+      shopify_order_id: orderIdOf(delivery.topic, body),
+      received_at: now,
+      next_attempt_at: now,
+      ...(reason ? { processed_at: now, error: reason } : {}),
+    })
+    .onConflict((oc) => oc.columns(['shop_id', 'webhook_id']).doNothing())
+    .returning('id')
+    .executeTakeFirst();
+  if (!inserted) {
+    const first = await db.selectFrom('shopify_inbox').select('id').where('shop_id', '=', shop.id).where('webhook_id', '=', delivery.webhookId).executeTakeFirstOrThrow();
+    return { status: 'duplicate', id: first.id };
+  }
+  return reason ? { status: 'rejected', id, reason } : { status: 'accepted', id };
+}
+
+function hmacMatches(secret: string, rawBody: Buffer, given: string): boolean {
+  const expected = createHmac('sha256', secret).update(rawBody).digest();
+  const actual = Buffer.from(given, 'base64');
+  return actual.length === expected.length && timingSafeEqual(actual, expected);
+}
+
+function rejectionOf(delivery: ShopifyDelivery, now: Date): string | undefined {
+  if (!(SHOPIFY_TOPICS as readonly string[]).includes(delivery.topic)) return `topic ${delivery.topic} is not handled (handled: ${SHOPIFY_TOPICS.join(', ')})`;
+  if (delivery.triggeredAt && now.getTime() - delivery.triggeredAt.getTime() > SHOPIFY_REPLAY_WINDOW_MS) {
+    return `triggered at ${delivery.triggeredAt.toISOString()}, more than ${SHOPIFY_REPLAY_WINDOW_MS / 3_600_000} hours ago: a replay, not applied`;
+  }
+  return undefined;
+}
+
+/** The Shopify order a body is about, so the order's webhooks can be read together. */
+function orderIdOf(topic: string, body: unknown): string | null {
+  const b = body as { id?: unknown; order_id?: unknown } | null;
+  const value = topic.startsWith('orders/') ? b?.id : topic === 'refunds/create' ? b?.order_id : undefined;
+  return typeof value === 'number' || typeof value === 'string' ? String(value) : null;
+}
+
+// --- applying ------------------------------------------------------------------------------------
+
+/** Stored webhooks waiting to be applied: done by the scheduler, one transaction each. */
+export const shopifyInbox: DueWork = {
+  name: 'shopify_inbox',
+  async runDue(db: DB, now: Date, limit: number): Promise<number> {
+    let done = 0;
+    while (done < limit && (await applyNext(db, now))) done++;
+    return done;
+  },
+  async oldestDue(db: DB, now: Date): Promise<Date | null> {
+    const row = await db
+      .selectFrom('shopify_inbox')
+      .select('next_attempt_at')
+      .where('processed_at', 'is', null)
+      .where('next_attempt_at', '<=', now)
+      .orderBy('next_attempt_at')
+      .orderBy('id')
+      .limit(1)
+      .executeTakeFirst();
+    return row?.next_attempt_at ?? null;
+  },
+};
+
+/**
+ * Claims the next due webhook (SKIP LOCKED: once, on any instance) and applies it in the same
+ * transaction, so it is marked done exactly when its effects commit. A rule's refusal is final and
+ * recorded; any other failure leaves it for a later try.
+ */
+async function applyNext(db: DB, now: Date): Promise<boolean> {
+  return inTransaction(db, async (trx) => {
+    const row = await trx
+      .selectFrom('shopify_inbox')
+      .selectAll()
+      .where('processed_at', 'is', null)
+      .where('next_attempt_at', '<=', now)
+      .orderBy('next_attempt_at')
+      .orderBy('id')
+      .limit(1)
+      .forUpdate()
+      .skipLocked()
+      .executeTakeFirst();
+    if (!row) return false;
+    // The apply runs under a savepoint: a failed statement must not take the bookkeeping with it.
+    await sql`savepoint apply`.execute(trx);
+    try {
+      const note = await apply(trx, row, now);
+      await trx.updateTable('shopify_inbox').set({ processed_at: now, error: note ?? null, attempts: row.attempts + 1 }).where('id', '=', row.id).execute();
+    } catch (err) {
+      await sql`rollback to savepoint apply`.execute(trx);
+      const final = err instanceof DomainError;
+      const message = err instanceof Error ? err.message : String(err);
+      const delay = RETRY_DELAYS_MS[Math.min(row.attempts, RETRY_DELAYS_MS.length - 1)]!;
+      await trx
+        .updateTable('shopify_inbox')
+        .set({ attempts: row.attempts + 1, error: final ? `${(err as DomainError).code}: ${message}` : message, ...(final ? { processed_at: now } : { next_attempt_at: new Date(now.getTime() + delay) }) })
+        .where('id', '=', row.id)
+        .execute();
+    }
+    return true;
+  });
+}
+
+/** Applies one webhook; a note when it was applied only in part (a refund waiting for its order). */
+async function apply(trx: Trx, row: ShopifyInboxRow, now: Date): Promise<string | undefined> {
+  const body = JSON.parse(row.body) as unknown;
+  if (row.topic === 'customers/create' || row.topic === 'customers/update') {
+    const customer = parseShopifyCustomer(body);
+    await upsertCustomerIn(trx, row.shop_id, parseInput(customerInputSchema, customerInput(customer)));
+    return undefined;
+  }
+  // This webhook's own body must be what its topic says; the order's other webhooks were checked when they came.
+  if (row.topic === 'refunds/create') parseShopifyRefund(body);
+  else parseShopifyOrder(body);
+  return applyOrder(trx, row.shop_id, row.shopify_order_id!, now);
+}
+
+/** A body refused when it came (not an order, not a refund) takes no part in the state. */
+function parsedOrSkipped<T>(parse: (body: unknown) => T, body: unknown): T | undefined {
+  try {
+    return parse(body);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The order as every webhook received for it says: the latest order body (by Shopify's
+ * updated_at) with every refund known, so any arrival order gives the same state. A customer
+ * Shopify's order names but we do not know yet is created from the order.
+ */
+async function applyOrder(trx: Trx, shopId: string, shopifyOrderId: string, now: Date): Promise<string | undefined> {
+  const rows = await trx
+    .selectFrom('shopify_inbox')
+    .select(['topic', 'body', 'received_at'])
+    .where('shop_id', '=', shopId)
+    .where('shopify_order_id', '=', shopifyOrderId)
+    // Not those refused on arrival (replays): they were never facts to apply.
+    .where((eb) => eb.or([eb('attempts', '>', 0), eb('processed_at', 'is', null)]))
+    .orderBy('received_at')
+    .orderBy('id')
+    .execute();
+  const refunds: ShopifyRefund[] = [];
+  let latest: ShopifyOrder | undefined;
+  for (const r of rows) {
+    const body = JSON.parse(r.body) as unknown;
+    if (r.topic === 'refunds/create') {
+      const refund = parsedOrSkipped(parseShopifyRefund, body);
+      if (refund) refunds.push(refund);
+      continue;
+    }
+    const order = parsedOrSkipped(parseShopifyOrder, body);
+    if (order && (!latest || Date.parse(order.updated_at) >= Date.parse(latest.updated_at))) latest = order;
+  }
+  if (!latest) return 'the order is not known yet: this refund applies when one of its orders/* webhooks arrives';
+  const { orderId, body } = orderPut(latest, refunds);
+  if (latest.customer) {
+    const known = await trx.selectFrom('customers').select('id').where('shop_id', '=', shopId).where('shopify_customer_id', '=', latest.customer.id).executeTakeFirst();
+    if (!known) await upsertCustomerIn(trx, shopId, parseInput(customerInputSchema, customerInput({ id: latest.customer.id, email: latest.customer.email ?? latest.email })));
+  }
+  await upsertOrder(trx, shopId, orderId, body, now);
+  return undefined;
+}
+
+// --- the shop's view -----------------------------------------------------------------------------
+
+export type ShopifyWebhook = {
+  _id: string;
+  webhookId: string;
+  topic: string;
+  shopifyOrderId: string | null;
+  receivedAt: Date;
+  /** waiting (not applied yet, or to be tried again), applied, or rejected (with `error`). */
+  status: 'waiting' | 'applied' | 'rejected';
+  attempts: number;
+  error: string | null;
+  processedAt: Date | null;
+};
+
+function toShopifyWebhook(row: ShopifyInboxRow): ShopifyWebhook {
+  const status = row.processed_at === null ? 'waiting' : row.error === null ? 'applied' : 'rejected';
+  return { _id: row.id, webhookId: row.webhook_id, topic: row.topic, shopifyOrderId: row.shopify_order_id, receivedAt: row.received_at, status, attempts: row.attempts, error: row.error, processedAt: row.processed_at };
+}
+
+/** The webhooks the shop's Shopify store sent, newest first. */
+export async function listShopifyWebhooks(db: Queryable, shopId: string, args: PageArgs): Promise<Page<ShopifyWebhook>> {
+  let query = db.selectFrom('shopify_inbox').selectAll().where('shop_id', '=', shopId);
+  if (args.after) {
+    const [at = '', id = ''] = decodeCursor(args.after, 2);
+    const after = new Date(at);
+    if (Number.isNaN(after.getTime())) throw invalidCursor();
+    query = query.where(sql<boolean>`(received_at, id) < (${after}, ${id})`);
+  }
+  const rows = await query.orderBy('received_at', 'desc').orderBy('id', 'desc').limit(args.first + 1).execute();
+  const items = rows.slice(0, args.first).map((row) => ({ node: toShopifyWebhook(row), cursor: encodeCursor([row.received_at.toISOString(), row.id]) }));
+  return { items, hasNextPage: rows.length > items.length };
+}
