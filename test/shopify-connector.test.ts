@@ -338,3 +338,42 @@ describe.runIf(onPostgres)('two instances on one PostgreSQL database', () => {
     }
   });
 });
+
+describe('docs/api.md "Running a program", step by step', () => {
+  it('a Shopify order earns pending points, a return takes some back from pending, the rest becomes available on time and is spendable', async () => {
+    let offset = 0;
+    const app = await startTestApp({ WORKER: 'off' }, { clock: () => Date.now() + offset });
+    try {
+      const s = await setUpShop(app, 'Program shop');
+      await app.graphql(s.apiKey, 'mutation { shopSettingsUpdate(input: { currency: "USD", timezone: "America/New_York", pendingDays: 14 }) { userErrors { code } } }');
+      const created = await app.graphql(s.apiKey, 'mutation { pointsRedemptionCreate(input: { name: "$5 off", type: amount, discountPrefix: "LOYAL-", rewardValue: 100, discountValue: 5 }) { pointsRedemption { _id } userErrors { code } } }');
+      const rewardId = created.data.pointsRedemptionCreate.pointsRedemption._id;
+      const lines = [
+        { id: 13001, product_id: 8800111, quantity: 2, price: '35.00', discount: '5.00' },
+        { id: 13002, product_id: 8800222, quantity: 1, price: '18.00' },
+      ];
+      const ada = { id: 7301234567890, email: 'ada@example.com' };
+      const order = (financial_status: string, updated_at: string) => shopifyOrder({ id: 5550001001, customer: ada, lines, shipping: '6.99', tax: '6.64', financial_status, updated_at });
+      await deliver(app, s.domain, 'orders/create', order('pending', '2026-11-20T10:00:05-05:00'));
+      await app.app.scheduler.runDue();
+      await deliver(app, s.domain, 'orders/paid', order('paid', '2026-11-20T10:01:00-05:00'));
+      await app.app.scheduler.runDue();
+      const customer = async () =>
+        (await app.graphql(s.apiKey, '{ customer(identifier: "7301234567890") { points pendingPoints } }')).data.customer as { points: number; pendingPoints: number };
+      expect(await customer()).toEqual({ points: 0, pendingPoints: 83 });
+
+      await deliver(app, s.domain, 'refunds/create', shopifyRefund({ id: 990001, order_id: 5550001001, created_at: '2026-11-22T14:30:00-05:00', lines: [{ line_item_id: 13002, quantity: 1 }], amount: '19.44' }));
+      await app.app.scheduler.runDue();
+      expect(await customer()).toEqual({ points: 0, pendingPoints: 63 });
+
+      offset += 14 * 24 * HOUR + 60_000;
+      await app.app.scheduler.runDue();
+      expect(await customer()).toEqual({ points: 63, pendingPoints: 0 });
+      const redeem = await app.post('/rest-api/v1/pointsRedemptions', { customerIdentifier: '7301234567890', pointsAmount: 100, rewardId }, s.apiKey);
+      expect(redeem.status).toBe(422);
+      expect(await redeem.json()).toMatchObject({ error: 'insufficient_points' });
+    } finally {
+      await app.stop();
+    }
+  });
+});

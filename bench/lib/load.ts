@@ -63,11 +63,22 @@ export type HttpLoad = {
   body?: () => string;
   /** A fresh path for every request (a new order id each PUT), instead of the url's. */
   path?: () => string;
+  /** More headers for each request, made from its body (a signature of it). */
+  signed?: (body: string) => Record<string, string>;
 };
 
 /** One autocannon run; `rate` counts only 2xx responses, latencies are those of every response. */
 export async function runHttpLoad(load: HttpLoad): Promise<Measurement> {
-  const { body, path } = load;
+  const { body, path, signed } = load;
+  const fresh = (request: autocannon.Request) => {
+    const text = body?.();
+    return {
+      ...request,
+      ...(text !== undefined ? { body: text } : {}),
+      ...(path ? { path: path() } : {}),
+      ...(signed && text !== undefined ? { headers: { ...request.headers, ...signed(text) } } : {}),
+    };
+  };
   if (load.amount < load.connections) throw new Error(`send at least one request per connection, not ${load.amount}`);
   let started = performance.now();
   let lastResponse = started;
@@ -80,9 +91,7 @@ export async function runHttpLoad(load: HttpLoad): Promise<Measurement> {
         amount: load.amount,
         method: load.method ?? 'POST',
         headers: load.headers,
-        ...(body || path
-          ? { requests: [{ setupRequest: (request) => ({ ...request, ...(body ? { body: body() } : {}), ...(path ? { path: path() } : {}) }) }] }
-          : {}),
+        ...(body || path ? { requests: [{ setupRequest: fresh }] } : {}),
       },
       (err, res) => (err ? reject(err) : resolve(res)),
     );
@@ -119,7 +128,8 @@ async function describeFailures(load: HttpLoad, result: autocannon.Result): Prom
   if (result.timeouts) counts.push(`timeout ×${result.timeouts}`);
   let sample = '';
   try {
-    const res = await fetch(load.url, { method: load.method ?? 'POST', headers: load.headers, body: load.body?.() });
+    const text = load.body?.();
+    const res = await fetch(load.url, { method: load.method ?? 'POST', headers: { ...load.headers, ...(text !== undefined ? load.signed?.(text) : {}) }, body: text });
     if (!res.ok) sample = `; e.g. ${res.status} ${(await res.text()).slice(0, 300)}`;
   } catch (err) {
     sample = `; e.g. ${(err as Error).message}`;

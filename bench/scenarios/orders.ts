@@ -1,7 +1,9 @@
 // Orders: REST PUT /orders/{id} (a new paid order, one place_order rule) against POST /points/add in
-// the same run, taking turns; then `npm run cli -- orders import` of 100,000 orders; then a ledger check.
-// (The Shopify connector's acceptance comes with the connector.)
+// the same run, taking turns; the Shopify connector's acceptance (a signed orders/paid webhook stored
+// and answered) at the same connections; then `npm run cli -- orders import` of 100,000 orders; then
+// a ledger check.
 import { spawn } from 'node:child_process';
+import { createHmac, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
@@ -17,7 +19,10 @@ import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { REPO_ROOT, startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
 
-const TARGETS = { ordersVsPoints: 0.7, importSeconds: 90 };
+const TARGETS = { ordersVsPoints: 0.7, importSeconds: 90, connectorP99Ms: 50 };
+const CONNECTOR_SECONDS = 10;
+const SHOPIFY_DOMAIN = 'bench-orders.myshopify.com';
+const SHOPIFY_SECRET = 'bench-shopify-webhook-secret';
 const ROUNDS = 5;
 const IMPORT_ORDERS = 100_000;
 const FIRST_CUSTOMER = 300_001;
@@ -43,6 +48,46 @@ async function seed(url: string, customers: number) {
     return { shopId: shop.id, apiKey };
   } finally {
     await close();
+  }
+}
+
+/** The same order as orderBody, as Shopify's orders/paid webhook carries it. */
+function shopifyOrder(id: number, customer: string) {
+  const money = (amount: string) => ({ shop_money: { amount, currency_code: 'USD' } });
+  return {
+    id,
+    email: `o${customer}@bench.example`,
+    currency: 'USD',
+    financial_status: 'paid',
+    processed_at: '2026-11-20T10:00:00Z',
+    updated_at: '2026-11-20T10:00:00Z',
+    total_price: '50.89',
+    total_tax: '3.40',
+    total_shipping_price_set: money('4.99'),
+    customer: { id: Number(customer), email: `o${customer}@bench.example` },
+    line_items: [
+      { id: 1, product_id: 101, variant_id: 1011, quantity: 2, price: '15.00', discount_allocations: [] },
+      { id: 2, product_id: 102, variant_id: 1021, quantity: 1, price: '12.50', discount_allocations: [] },
+    ],
+    refunds: [],
+  };
+}
+
+/** Waits until the connector has applied every stored webhook (the server's scheduler does it). */
+async function connectorDrained(url: string, shopId: string): Promise<{ applied: number; rejected: number }> {
+  const client = await connect(url);
+  try {
+    for (;;) {
+      const { rows } = await client.query<{ waiting: string; applied: string; rejected: string }>(
+        `select count(*) filter (where processed_at is null) as waiting, count(*) filter (where processed_at is not null and error is null) as applied,
+          count(*) filter (where error is not null and processed_at is not null) as rejected from shopify_inbox where shop_id = $1`,
+        [shopId],
+      );
+      if (Number(rows[0]!.waiting) === 0) return { applied: Number(rows[0]!.applied), rejected: Number(rows[0]!.rejected) };
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  } finally {
+    await client.end();
   }
 }
 
@@ -136,12 +181,37 @@ async function run(options: BenchOptions): Promise<boolean> {
     }
     const points = combine(turns.points);
     const orders = combine(turns.orders);
+
+    // The connector: what Shopify waits for is the webhook stored; applying it follows on the server.
+    const connected = await fetch(`${server.url}/graphql`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ query: `mutation { shopifySettingsUpdate(input: { shopDomain: "${SHOPIFY_DOMAIN}", webhookSecret: "${SHOPIFY_SECRET}" }) { userErrors { message } } }` }),
+    });
+    if (!connected.ok) throw new Error(`connecting the shop to Shopify: ${connected.status} ${await connected.text()}`);
+    let shopifyOrderId = 9_000_000_000;
+    const connectorLoad = {
+      url: `${server.url}/integrations/shopify/webhooks`,
+      connections: options.connections,
+      headers: { 'content-type': 'application/json', 'x-shopify-topic': 'orders/paid', 'x-shopify-shop-domain': SHOPIFY_DOMAIN },
+      body: () => JSON.stringify(shopifyOrder(++shopifyOrderId, customer())),
+      signed: (body: string) => ({ 'x-shopify-hmac-sha256': createHmac('sha256', SHOPIFY_SECRET).update(body).digest('base64'), 'x-shopify-webhook-id': randomUUID() }),
+    };
+    const connectorWarm = await warmUp(connectorLoad, options.warmupSec);
+    const connector = await runHttpLoad({ ...connectorLoad, amount: amountFor(connectorLoad, connectorWarm.rate, CONNECTOR_SECONDS) });
+    const drained = await connectorDrained(schema.url, shopId);
+    ordersOk += drained.applied;
     await server.stop();
     server = undefined;
 
     const imported = await runImport(schema.url, shopId, options.customers);
     const checks = await checkLedger(schema.url, shopId, ordersOk + IMPORT_ORDERS);
     checks.push({ name: 'import exited 0', ok: imported.exitCode === 0, detail: imported.report });
+    checks.push({
+      name: 'every stored webhook applied, none rejected',
+      ok: drained.applied === connectorWarm.successes + connector.ok && drained.rejected === 0,
+      detail: `${drained.applied} applied of ${connectorWarm.successes + connector.ok} accepted, ${drained.rejected} rejected`,
+    });
 
     const ratio = orders.rate / points.rate;
     const perRound = turns.orders.map((m, i) => m.rate / turns.points[i]!.rate);
@@ -153,6 +223,7 @@ async function run(options: BenchOptions): Promise<boolean> {
           [
             ['REST POST /points/add', fmt.rate(points.rate), fmt.ms(points.p50), fmt.ms(points.p99), points.ok, points.failed],
             ['REST PUT /orders/{id} (new paid order, 1 rule)', fmt.rate(orders.rate), fmt.ms(orders.p50), fmt.ms(orders.p99), orders.ok, orders.failed],
+            ['POST /integrations/shopify/webhooks (stored)', fmt.rate(connector.rate), fmt.ms(connector.p50), fmt.ms(connector.p99), connector.ok, connector.failed],
           ],
         ),
         '',
@@ -160,6 +231,7 @@ async function run(options: BenchOptions): Promise<boolean> {
           ['target', 'value', 'per round', 'target', 'result'],
           [
             ['PUT /orders / points/add rate', fmt.ratio(ratio), `${fmt.ratio(Math.min(...perRound))}-${fmt.ratio(Math.max(...perRound))}`, `>= ${TARGETS.ordersVsPoints}`, ratio >= TARGETS.ordersVsPoints ? 'met' : 'MISSED'],
+            [`connector acceptance p99, ${options.connections} connections`, fmt.ms(connector.p99), '', `< ${TARGETS.connectorP99Ms} ms`, connector.p99 < TARGETS.connectorP99Ms ? 'met' : 'MISSED'],
             [`orders import of ${IMPORT_ORDERS} orders`, `${imported.seconds.toFixed(1)} s`, '', `< ${TARGETS.importSeconds} s`, imported.seconds < TARGETS.importSeconds ? 'met' : 'MISSED'],
           ],
         ),
@@ -177,6 +249,6 @@ async function run(options: BenchOptions): Promise<boolean> {
 
 export const orders: Scenario = {
   name: 'orders',
-  summary: 'PUT /orders (a paid order, one rule) against POST /points/add in turns; the orders import of 100,000 orders',
+  summary: 'PUT /orders (a paid order, one rule) against POST /points/add in turns; the Shopify connector\'s acceptance; the orders import of 100,000 orders',
   run,
 };
