@@ -1,9 +1,11 @@
+import { createHmac } from 'node:crypto';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPointsRedemption } from '../src/domain/redemptions.js';
 import { registerReferral } from '../src/domain/referrals.js';
 import { REST_PREFIX } from '../src/rest/index.js';
+import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
 import { startTestApp, type TestApp } from './helpers.js';
 import { startReceiver, type Receiver } from './webhook-receiver.js';
 
@@ -17,6 +19,8 @@ type Doc = {
 };
 type Operation = {
   operationId: string;
+  /** Present (empty) only where no API key is asked for. */
+  security?: unknown[];
   parameters?: Array<{ in: string; name: string; required?: boolean } | { $ref: string }>;
   requestBody?: unknown;
   responses: Record<string, { headers?: Record<string, { $ref: string }>; content?: Record<string, { schema: unknown }> }>;
@@ -55,9 +59,9 @@ afterAll(async () => {
 
 type Reply = { status: number; body: any; headers: Headers };
 
-async function call(method: string, path: string, options: { body?: unknown; apiKey?: string | null; headers?: Record<string, string> } = {}): Promise<Reply> {
+async function call(method: string, path: string, options: { body?: unknown; apiKey?: string | null; headers?: Record<string, string>; prefix?: string } = {}): Promise<Reply> {
   const apiKey = options.apiKey === undefined ? shop.apiKey : options.apiKey;
-  const res = await fetch(`${t.url}${REST_PREFIX}${path}`, {
+  const res = await fetch(`${t.url}${options.prefix ?? REST_PREFIX}${path}`, {
     method,
     headers: {
       ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
@@ -76,11 +80,12 @@ async function call(method: string, path: string, options: { body?: unknown; api
 async function expectDocumented(method: string, route: string, path: string, status: number, options: Parameters<typeof call>[2] = {}): Promise<Reply> {
   const reply = await call(method, path, options);
   expect(reply.status, `${method} ${path}: ${JSON.stringify(reply.body)}`).toBe(status);
-  const operation = doc.paths[REST_PREFIX + docPath(route)]?.[method.toLowerCase()];
+  const prefix = options.prefix ?? REST_PREFIX;
+  const operation = doc.paths[prefix + docPath(route)]?.[method.toLowerCase()];
   expect(operation, `${method} ${route} is documented`).toBeDefined();
   const response = operation!.responses[String(status)];
   expect(response, `${method} ${route} documents ${status}`).toBeDefined();
-  const ref = `openapi.json#/paths/${pointer(REST_PREFIX + docPath(route))}/${method.toLowerCase()}/responses/${status}/content/${pointer('application/json')}/schema`;
+  const ref = `openapi.json#/paths/${pointer(prefix + docPath(route))}/${method.toLowerCase()}/responses/${status}/content/${pointer('application/json')}/schema`;
   const validate = ajv.getSchema(ref)!;
   expect(validate, ref).toBeDefined();
   const valid = validate(reply.body);
@@ -118,8 +123,10 @@ describe('the document', () => {
         for (const [, name] of path.matchAll(/\{(\w+)\}/g)) {
           expect(params.find((p) => p.in === 'path' && p.name === name), `${method} ${path} declares {${name}}`).toEqual(expect.objectContaining({ required: true }));
         }
-        if (method === 'post') expect(params.some((p) => p.in === 'header' && p.name === 'Idempotency-Key')).toBe(true);
-        expect(op.responses['401'] && op.responses['429']).toBeTruthy();
+        // The Shopify connector's endpoint is called by Shopify, signed, not with an API key: no idempotency key, no limit.
+        const byApiKey = op.security === undefined;
+        if (method === 'post' && byApiKey) expect(params.some((p) => p.in === 'header' && p.name === 'Idempotency-Key')).toBe(true);
+        expect(op.responses['401'] && (op.responses['429'] || !byApiKey)).toBeTruthy();
       }
     }
     expect(new Set(operationIds).size).toBe(operationIds.length);
@@ -149,7 +156,9 @@ describe('every route Fastify registers under /rest-api/v1', () => {
       }
     }
     const documented = Object.entries(doc.paths).flatMap(([path, item]) => Object.keys(item).map((m) => `${m.toUpperCase()} ${path}`));
-    expect(registered.sort()).toEqual(documented.sort());
+    expect(registered.sort()).toEqual(documented.filter((d) => d.split(' ')[1]!.startsWith(REST_PREFIX)).sort());
+    // Besides them, only the Shopify connector's endpoint.
+    expect(documented.filter((d) => !d.split(' ')[1]!.startsWith(REST_PREFIX))).toEqual([`POST ${SHOPIFY_WEBHOOKS_PATH}`]);
   });
 });
 
@@ -321,10 +330,31 @@ describe('live responses match the document', () => {
     await expectDocumented('GET', '/earningRules/eligibility', '/earningRules/eligibility?customerIdentifier=nobody', 404);
   });
 
+  it('the Shopify connector: accepted, duplicate, a bad signature, an unknown shop, a missing header', async () => {
+    const secret = 'openapi-shopify-secret';
+    const connected = await t.graphql(shop.apiKey, `mutation { shopifySettingsUpdate(input: { shopDomain: "openapi.myshopify.com", webhookSecret: "${secret}" }) { userErrors { code } } }`);
+    expect(connected.data.shopifySettingsUpdate.userErrors).toEqual([]);
+    const body = JSON.stringify({ id: 820982911946154500, email: 'o-1@example.com' });
+    const headers = (overrides: Record<string, string> = {}) => ({
+      'content-type': 'application/json',
+      'x-shopify-topic': 'customers/create',
+      'x-shopify-shop-domain': 'openapi.myshopify.com',
+      'x-shopify-webhook-id': 'openapi-1',
+      'x-shopify-hmac-sha256': createHmac('sha256', secret).update(body).digest('base64'),
+      ...overrides,
+    });
+    const shopify = (status: number, h: Record<string, string>) => expectDocumented('POST', SHOPIFY_WEBHOOKS_PATH, SHOPIFY_WEBHOOKS_PATH, status, { prefix: '', apiKey: null, body, headers: h });
+    expect((await shopify(200, headers())).body.status).toBe('accepted');
+    expect((await shopify(200, headers())).body.status).toBe('duplicate');
+    await shopify(401, headers({ 'x-shopify-hmac-sha256': createHmac('sha256', 'wrong').update(body).digest('base64') }));
+    await shopify(404, headers({ 'x-shopify-shop-domain': 'unknown.myshopify.com' }));
+    await shopify(400, headers({ 'x-shopify-topic': '' }));
+  });
+
   it('covered a success and an error of every documented operation', () => {
     for (const [path, item] of Object.entries(doc.paths)) {
       for (const method of Object.keys(item)) {
-        const route = path.slice(REST_PREFIX.length).replace(/\{(\w+)\}/g, ':$1');
+        const route = (path.startsWith(REST_PREFIX) ? path.slice(REST_PREFIX.length) : path).replace(/\{(\w+)\}/g, ':$1');
         const statuses = [...checked].filter((c) => c.startsWith(`${method.toUpperCase()} ${route} `)).map((c) => Number(c.split(' ')[2]));
         expect(statuses.some((s) => s < 300), `${method} ${path} success`).toBe(true);
         expect(statuses.some((s) => s >= 400), `${method} ${path} error`).toBe(true);

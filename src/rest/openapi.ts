@@ -9,6 +9,7 @@ import { pointsRedeemSchema } from '../domain/redemptions.js';
 import { deliveryListQuerySchema } from '../domain/webhook-deliveries.js';
 import { secretRotationSchema, webhookSubscriptionCreateSchema, webhookSubscriptionUpdateSchema } from '../domain/webhook-subscriptions.js';
 import { REST_PREFIX } from './index.js';
+import { SHOPIFY_WEBHOOKS_PATH } from './shopify-webhooks.js';
 import {
   activitySchema,
   earningRuleSchema,
@@ -403,12 +404,46 @@ function webhookOperationId(topic: string): string {
   return `${topic.replace(/[/_](\w)/g, (_, c: string) => c.toUpperCase())}Webhook`;
 }
 
+/** The Shopify connector's endpoint: Shopify calls it, signed with the shop's secret, not with an API key. */
+function shopifyWebhookOperation() {
+  const error = (status: number, codes: string[], description: string) => ({ description, content: { 'application/json': { schema: errorBody(status, codes) } } });
+  return {
+    operationId: 'shopifyWebhookReceive',
+    tags: ['Orders'],
+    summary: 'Receive a Shopify webhook (the Shopify connector)',
+    description:
+      'The address to give Shopify for `orders/create`, `orders/paid`, `orders/updated`, `orders/cancelled`, `refunds/create`, `customers/create` and `customers/update`. ' +
+      'The webhook is stored before the answer and applied after (docs/api.md, "Shopify connector").',
+    security: [],
+    requestParams: {
+      header: z.object({
+        'X-Shopify-Shop-Domain': z.string().meta({ description: 'The store, as connected with `shopifySettingsUpdate`' }),
+        'X-Shopify-Hmac-Sha256': z.string().meta({ description: 'Base64 HMAC-SHA256 of the raw body with the shop\'s Shopify webhook secret' }),
+        'X-Shopify-Topic': z.string(),
+        'X-Shopify-Webhook-Id': z.string().meta({ description: 'A second delivery of the same id is a duplicate' }),
+        'X-Shopify-Triggered-At': z.string().optional().meta({ description: 'More than 72 hours ago: stored as a rejected replay' }),
+      }),
+    },
+    requestBody: { required: true, content: { 'application/json': { schema: z.record(z.string(), z.unknown()).meta({ description: 'Shopify\'s Order, Refund or Customer, as its Admin REST API shapes it' }) } } },
+    responses: {
+      200: {
+        description: 'Stored (`accepted`), already received (`duplicate`), or stored as refused with its reason (`rejected`)',
+        content: { 'application/json': { schema: z.strictObject({ success: z.literal(true), message: z.string(), status: z.enum(['accepted', 'duplicate', 'rejected']), id: z.string() }) } },
+      },
+      400: error(400, ['validation_error'], 'A required X-Shopify-* header is missing'),
+      401: error(401, ['shopify_signature_invalid'], 'The HMAC does not match: nothing is stored'),
+      404: error(404, ['shopify_shop_not_found'], 'No shop is connected to the domain'),
+    },
+  };
+}
+
 function buildDocument() {
   const paths: ZodOpenApiPathsObject = {};
   for (const route of REST_ROUTES) {
     const path = openApiPath(route.path);
     paths[path] = { ...paths[path], [route.method]: operation(route) };
   }
+  paths[SHOPIFY_WEBHOOKS_PATH] = { post: shopifyWebhookOperation() };
   // Each topic's delivery, as OpenAPI 3.1 describes outgoing webhooks.
   const webhooks: ZodOpenApiPathsObject = Object.fromEntries(
     Object.entries(EVENT_TOPICS).map(([topic, description]) => [
