@@ -94,6 +94,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       logger,
       redisUrl: config.redisUrl,
       defaultLimit: config.rateLimitPerMinute,
+      fixedMultiplier: config.rateLimitFixedMultiplier,
       keyPrefix: config.redisKeyPrefix,
       clock: options.clock,
       onRejected: (operation) => metrics.rateLimited(operation),

@@ -30,6 +30,9 @@ const configSchema = z.object({
   // Per shop and per operation, for points, redemptions, referrals and GraphQL; the webhook
   // endpoints have the contract's fixed limits. A shop's rate_limit_per_minute overrides it.
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000_000).default(600),
+  // Multiplies the contract's fixed limits of the webhook endpoints (30, 5, 60, 10 a minute): a
+  // private deployment whose own tools read deliveries more often may raise them.
+  RATE_LIMIT_FIXED_MULTIPLIER: z.coerce.number().int().min(1).max(10_000).default(1),
   // Hosts, IPs or CIDRs webhooks may target although private (tests, local demos). Empty in production.
   WEBHOOK_ALLOWED_HOSTS: z
     .string()
@@ -81,6 +84,7 @@ export type Config = {
   worker: boolean;
   redisKeyPrefix: string;
   rateLimitPerMinute: number;
+  rateLimitFixedMultiplier: number;
   webhookAllowedHosts: string[];
   secretsKey: string | undefined;
   webhookTimeoutMs: number;
@@ -116,6 +120,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     worker: c.WORKER === 'on',
     redisKeyPrefix: c.REDIS_KEY_PREFIX,
     rateLimitPerMinute: c.RATE_LIMIT_PER_MINUTE,
+    rateLimitFixedMultiplier: c.RATE_LIMIT_FIXED_MULTIPLIER,
     webhookAllowedHosts: c.WEBHOOK_ALLOWED_HOSTS,
     secretsKey: c.SECRETS_KEY,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,

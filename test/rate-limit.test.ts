@@ -243,6 +243,25 @@ describe('through HTTP: REST and GraphQL twins share one bucket', () => {
   });
 });
 
+describe('RATE_LIMIT_FIXED_MULTIPLIER', () => {
+  it('multiplies the webhook endpoints\' fixed limits, and only those', async () => {
+    const t = await startTestApp({ RATE_LIMIT_FIXED_MULTIPLIER: '3' });
+    try {
+      const shop = await t.shop();
+      await t.customer(shop.shopId, 'c-1', 0);
+      const get = (path: string) => fetch(`${t.url}/rest-api/v1${path}`, { headers: { authorization: `Bearer ${shop.apiKey}` } });
+      const deliveries = await get('/webhooks/deliveries');
+      expect(deliveries.status).toBe(200);
+      expect(deliveries.headers.get('ratelimit-limit')).toBe('180');
+      expect((await get('/webhooks/subscriptions')).headers.get('ratelimit-limit')).toBe('90');
+      const add = await t.post('/rest-api/v1/points/add', { customerIdentifier: 'c-1', amount: 1 }, shop.apiKey);
+      expect(add.headers.get('ratelimit-limit')).toBe('600');
+    } finally {
+      await t.stop();
+    }
+  });
+});
+
 describe('GraphQL operations count by their cost', () => {
   let t: TestApp;
   beforeAll(async () => {

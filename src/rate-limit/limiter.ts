@@ -26,6 +26,8 @@ export type RateLimiterOptions = {
   store: RateLimitStore;
   /** RATE_LIMIT_PER_MINUTE: the limit of operations marked `default`. */
   defaultLimit: number;
+  /** RATE_LIMIT_FIXED_MULTIPLIER: the contract's fixed limits (the webhook endpoints') times this. */
+  fixedMultiplier?: number;
   /** A shop's own override of the default (shops.rate_limit_per_minute), or null. */
   shopLimit: (shopId: string) => Promise<number | null>;
   keyPrefix?: string;
@@ -44,7 +46,7 @@ export class RateLimiter {
    * refused and counts nowhere.
    */
   async consume(shopId: string, performed: readonly RateLimitedOperation[]): Promise<RateLimitDecision> {
-    const { store, defaultLimit, keyPrefix = '', clock } = this.options;
+    const { store, defaultLimit, fixedMultiplier = 1, keyPrefix = '', clock } = this.options;
     const costs = new Map<string, { op: RateLimitedOperation; cost: number }>();
     for (const op of performed) {
       const entry = costs.get(op.name) ?? { op, cost: 0 };
@@ -57,7 +59,7 @@ export class RateLimiter {
     // The {shopId} hash tag keeps one request's keys in one Redis Cluster slot, as a script needs.
     const buckets = [...costs.values()].map(({ op, cost }) => ({
       key: `${keyPrefix}rl:{${shopId}}:${op.name}`,
-      limit: op.limit === 'default' ? shopDefault : op.limit,
+      limit: op.limit === 'default' ? shopDefault : op.limit * fixedMultiplier,
       cost,
     }));
     const result = await store.hit(buckets, WINDOW_MS, clock?.());
@@ -126,6 +128,7 @@ export type CreateRateLimiterOptions = {
   logger: Logger;
   redisUrl: string | undefined;
   defaultLimit: number;
+  fixedMultiplier: number;
   keyPrefix: string;
   clock?: (() => number) | undefined;
   onRejected?: (operation: string) => void;
@@ -154,6 +157,7 @@ export async function createRateLimiter(options: CreateRateLimiterOptions): Prom
   return new RateLimiter({
     store,
     defaultLimit: options.defaultLimit,
+    fixedMultiplier: options.fixedMultiplier,
     shopLimit: cachedShopLimits(options.db),
     keyPrefix: options.keyPrefix,
     clock: options.clock,
