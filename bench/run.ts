@@ -1,5 +1,5 @@
 // `npm run bench [-- SCENARIO… [--duration 10] [--warmup 3] [--connections 32] [--customers 1000] [--cpu-prof DIR]]`
-// scale only: [--build-only] [--rebuild] [--samples 40] [--purge-turns 2] [--import-rows 1000000] [--parts lists,purge,import]
+// scale only: [--build-only] [--rebuild] [--samples 1000] [--purge-turns 2] [--import-rows 1000000] [--parts lists,purge,import]
 // Runs the named scenarios (all when none is named) against a server on PostgreSQL
 // (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test);
 // `memory` measures the embedded default, PGlite.
@@ -47,7 +47,7 @@ async function main(): Promise<number> {
       'cpu-prof': { type: 'string' },
       'build-only': { type: 'boolean', default: false },
       rebuild: { type: 'boolean', default: false },
-      samples: { type: 'string', default: '40' },
+      samples: { type: 'string', default: '1000' },
       'purge-turns': { type: 'string', default: '2' },
       'import-rows': { type: 'string', default: '1000000' },
       parts: { type: 'string', default: SCALE_PARTS.join(',') },
