@@ -162,18 +162,15 @@ export const shopifyInbox: DueWork = {
     return done;
   },
   async oldestDue(db: DB, now: Date): Promise<Date | null> {
-    const row = await db
-      .selectFrom('shopify_inbox')
-      .select('next_attempt_at')
-      .where('processed_at', 'is', null)
-      .where('next_attempt_at', '<=', now)
-      .orderBy('next_attempt_at')
-      .orderBy('id')
-      .limit(1)
-      .executeTakeFirst();
+    const row = await dueWebhooks(db, now).select('next_attempt_at').limit(1).executeTakeFirst();
     return row?.next_attempt_at ?? null;
   },
 };
+
+/** Stored webhooks not applied yet whose (next) try is due at `now`, the longest waiting first. */
+function dueWebhooks(db: Queryable, now: Date) {
+  return db.selectFrom('shopify_inbox').where('processed_at', 'is', null).where('next_attempt_at', '<=', now).orderBy('next_attempt_at').orderBy('id');
+}
 
 /**
  * Claims the next due webhook (SKIP LOCKED: once, on any instance) and applies it in the same
@@ -182,17 +179,7 @@ export const shopifyInbox: DueWork = {
  */
 async function applyNext(db: DB, now: Date): Promise<boolean> {
   return inTransaction(db, async (trx) => {
-    const row = await trx
-      .selectFrom('shopify_inbox')
-      .selectAll()
-      .where('processed_at', 'is', null)
-      .where('next_attempt_at', '<=', now)
-      .orderBy('next_attempt_at')
-      .orderBy('id')
-      .limit(1)
-      .forUpdate()
-      .skipLocked()
-      .executeTakeFirst();
+    const row = await dueWebhooks(trx, now).selectAll().limit(1).forUpdate().skipLocked().executeTakeFirst();
     if (!row) return false;
     // The apply runs under a savepoint: a failed statement must not take the bookkeeping with it.
     await sql`savepoint apply`.execute(trx);
