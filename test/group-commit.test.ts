@@ -63,7 +63,16 @@ describe('groupCommit', () => {
       'sqlstate 40P01',
       'wrote b',
     ]);
-    expect(statements).toEqual([['first'], ['a', 'bad', 'b'], ['a'], ['bad'], ['b']]);
+    // Alone, a deadlock's victim is tried again, three times in all, before its error is given.
+    expect(statements).toEqual([['first'], ['a', 'bad', 'b'], ['a'], ['bad'], ['b'], ['bad'], ['bad']]);
+  });
+
+  it('a write chosen as a deadlock\'s victim alone goes through when tried again', async () => {
+    let refusals = 0;
+    const { statements, write } = recordingWrite(5, (items) => (items.some((i) => i.fail) && refusals++ < 2 ? sqlError('40P01') : undefined));
+    const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 1, maxBatch: 10 });
+    expect(await submit({ key: 'victim', fail: true })).toBe('wrote victim');
+    expect(statements).toEqual([['victim'], ['victim'], ['victim']]);
   });
 
   it('fails every write of a statement shed by the pool or cut off (the commit may have happened): none is tried again', async () => {

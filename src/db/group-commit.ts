@@ -27,14 +27,15 @@ export function groupCommit<T, R>(options: GroupCommitOptions<T, R>): (item: T) 
   let gathering: Caller[] = [];
   const gatheredKeys = new Set<string>();
 
-  const alone = async (caller: Caller) => {
-    for (let attempt = 1; ; attempt++) {
+  /** Writes one item by itself; `tried` times it was already a deadlock's victim. */
+  const alone = async (caller: Caller, tried = 0) => {
+    for (let attempt = tried + 1; ; attempt++) {
       try {
         const [result] = await write([caller.item]);
         return caller.resolve(result!);
       } catch (err) {
         // A deadlock's victim was rolled back whole and did nothing: the next try usually goes through.
-        if (attempt < DEADLOCK_ATTEMPTS && (err as { code?: unknown } | null)?.code === DEADLOCK) continue;
+        if (attempt < DEADLOCK_ATTEMPTS && isDeadlock(err)) continue;
         return caller.reject(err);
       }
     }
@@ -49,7 +50,8 @@ export function groupCommit<T, R>(options: GroupCommitOptions<T, R>): (item: T) 
       // PostgreSQL refused the statement and rolled it back whole (a deadlock with another
       // transaction, say): each write is tried alone, so one failure does not fail its neighbours.
       // Anything else (shed, connection lost: the commit may have happened) fails them all.
-      if (batch.length > 1 && isStatementError(err) && !databaseBusy(err)) await Promise.all(batch.map(alone));
+      if (batch.length > 1 && isStatementError(err) && !databaseBusy(err)) await Promise.all(batch.map((caller) => alone(caller)));
+      else if (batch.length === 1 && isDeadlock(err)) await alone(batch[0]!, 1);
       else for (const caller of batch) caller.reject(err);
     } finally {
       inFlight--;
@@ -73,8 +75,10 @@ export function groupCommit<T, R>(options: GroupCommitOptions<T, R>): (item: T) 
     });
 }
 
-const DEADLOCK = '40P01';
+/** Tries of a write that PostgreSQL keeps choosing as a deadlock's victim, before its error is given. */
 const DEADLOCK_ATTEMPTS = 3;
+
+const isDeadlock = (err: unknown) => (err as { code?: unknown } | null)?.code === '40P01';
 
 /** An error PostgreSQL answered a statement with (it carries a SQLSTATE), so the statement did not commit. */
 function isStatementError(err: unknown): boolean {
