@@ -12,7 +12,7 @@ import * as listsThatScale from './2026_11_24_001_lists_that_scale.js';
 import * as purgeIndexes from './2026_11_24_002_purge_indexes.js';
 import * as deliveryTopicGroup from './2026_11_24_003_delivery_topic_group.js';
 import * as loyaltyEngine from './2026_11_24_004_loyalty_engine.js';
-import * as shopifyInboxOrder from './2026_11_24_005_shopify_inbox_order.js';
+import * as shopifyConnector from './2026_11_24_005_shopify_connector.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -26,5 +26,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_24_002_purge_indexes': purgeIndexes,
   '2026_11_24_003_delivery_topic_group': deliveryTopicGroup,
   '2026_11_24_004_loyalty_engine': loyaltyEngine,
-  '2026_11_24_005_shopify_inbox_order': shopifyInboxOrder,
+  '2026_11_24_005_shopify_connector': shopifyConnector,
 };

@@ -7,7 +7,7 @@ import type { PurgeOptions } from './db/purge.js';
 import { purgeRelayedOutboxEvents } from './domain/events.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
 import { pendingRelease } from './domain/pending-release.js';
-import { shopifyInbox } from './domain/shopify-connector.js';
+import { purgeProcessedShopifyWebhooks, SHOPIFY_INBOX_RETENTION_DAYS, shopifyInbox } from './domain/shopify-connector.js';
 import { createEventBus, type EventBus } from './events/bus.js';
 import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
 import { createScheduler, type Scheduler } from './events/scheduler.js';
@@ -128,6 +128,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     ['expired idempotency keys', (o) => purgeExpiredIdempotencyKeys(database.db, o)],
     ['old webhook deliveries', (o) => deliveryWorker.purge(o)],
     ['relayed outbox events', (o) => purgeRelayedOutboxEvents(database.db, new Date(Date.now() - config.outboxRetentionHours * HOUR), o)],
+    ['processed Shopify webhooks', (o) => purgeProcessedShopifyWebhooks(database.db, new Date(Date.now() - SHOPIFY_INBOX_RETENTION_DAYS * 24 * HOUR), o)],
   ];
   const stopPurges = new AbortController();
   let purgeTimer: NodeJS.Timeout | undefined;

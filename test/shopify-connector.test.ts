@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { purgeProcessedShopifyWebhooks } from '../src/domain/shopify-connector.js';
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
 import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
@@ -268,6 +269,29 @@ describe('refunds and arrival order', () => {
     const activities = await t.app.database.db.selectFrom('activities').innerJoin('customers', 'customers.id', 'activities.customer_id').select(['activities.old_points', 'activities.new_points']).where('customers.shopify_customer_id', '=', '9301').where('customers.shop_id', '=', shop.shopId).orderBy('activities.seq').execute();
     activities.forEach((a, i) => expect(a.old_points).toBe(i === 0 ? 0 : activities[i - 1]!.new_points));
     expect(activities.at(-1)?.new_points).toBe(50);
+  });
+});
+
+describe('retention', () => {
+  it('processed webhooks are purged, waiting ones never; a refund after the purge still applies, on the order\'s kept facts', async () => {
+    const s = await setUpShop(t, 'Retention shop');
+    const lines = [{ id: 91, product_id: 61, quantity: 4, price: '10.00' }];
+    await deliver(t, s.domain, 'orders/paid', shopifyOrder({ id: 6100, customer: { id: 9601, email: 'keep@example.com' }, lines, updated_at: '2026-11-20T10:00:00Z' }));
+    await deliver(t, s.domain, 'customers/create', { id: 9602, email: 'other@example.com' });
+    await applyDue();
+    expect((await balance(t, s.shopId, '9601'))?.points).toBe(40);
+    // Stored after the last pass: still waiting when the purge runs.
+    await deliver(t, s.domain, 'customers/update', { id: 9602, email: 'other2@example.com' }, { webhookId: 'waiting-1' });
+    const purged = await purgeProcessedShopifyWebhooks(t.app.database.db, new Date(Date.now() + 24 * HOUR), { batchSize: 1, pauseMs: 0 });
+    expect(purged).toBeGreaterThanOrEqual(2);
+    expect((await webhooks(t, s.apiKey)).map((w) => w.webhookId)).toEqual(['waiting-1']);
+    expect(await purgeProcessedShopifyWebhooks(t.app.database.db, new Date(Date.now() + 24 * HOUR))).toBe(0);
+
+    await deliver(t, s.domain, 'refunds/create', shopifyRefund({ id: 991, order_id: 6100, created_at: '2026-11-22T10:00:00Z', lines: [{ line_item_id: 91, quantity: 1 }], amount: '10.00' }));
+    await applyDue();
+    expect(await orderOf(t, s.apiKey, 6100)).toMatchObject({ refunded: '10.00', pointsEarned: 30, pointsClawedBack: 10 });
+    expect((await balance(t, s.shopId, '9601'))?.points).toBe(30);
+    expect(await balance(t, s.shopId, '9602')).toEqual({ points: 0, email: 'other2@example.com' });
   });
 });
 

@@ -320,8 +320,18 @@ export interface ShopifyInboxTable {
   next_attempt_at: Defaulted<Date>;
   /** Why it could not be applied (visible to the shop); null while fine. */
   error: string | null;
-  /** The Shopify order it is about (orders/* and refunds/create), so an order's webhooks can be read together. */
+  /** The Shopify order it is about (orders/* and refunds/create). */
   shopify_order_id: string | null;
+}
+
+/** What Shopify has said of one order, so its state can be rebuilt whatever order webhooks come in. */
+export interface ShopifyOrdersTable {
+  shop_id: string;
+  shopify_order_id: string;
+  /** The latest order body received (by Shopify's updated_at), as Shopify sent it. */
+  order_body: unknown | null;
+  /** Every refund received (alone or inside an order body), by its id. */
+  refunds: Defaulted<unknown>;
 }
 
 export interface Database {
@@ -344,6 +354,7 @@ export interface Database {
   pending_points: PendingPointsTable;
   rule_awards: RuleAwardsTable;
   shopify_inbox: ShopifyInboxTable;
+  shopify_orders: ShopifyOrdersTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;

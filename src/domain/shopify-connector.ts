@@ -2,6 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
+import { type PurgeOptions, purgeInBatches } from '../db/purge.js';
 import type { ShopifyInboxRow } from '../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
 import type { SecretBox } from '../webhooks/secret-box.js';
@@ -11,7 +12,7 @@ import { newId } from './ids.js';
 import { upsertOrder } from './order-writes.js';
 import { type Page, type PageArgs, decodeCursor, encodeCursor, invalidCursor } from './pagination.js';
 import type { DueWork } from './scheduling.js';
-import { customerInput, orderPut, parseShopifyCustomer, parseShopifyOrder, parseShopifyRefund, type ShopifyOrder, type ShopifyRefund } from './shopify-payloads.js';
+import { customerInput, orderPut, parseShopifyCustomer, parseShopifyOrder, parseShopifyRefund, type ShopifyCustomer, type ShopifyOrder, type ShopifyRefund } from './shopify-payloads.js';
 import { parseInput } from './validation.js';
 
 /**
@@ -24,6 +25,11 @@ import { parseInput } from './validation.js';
 export const SHOPIFY_TOPICS = ['orders/create', 'orders/paid', 'orders/updated', 'orders/cancelled', 'refunds/create', 'customers/create', 'customers/update'] as const;
 /** Shopify retries a failed delivery for 48 hours; anything triggered longer ago is a replay. */
 export const SHOPIFY_REPLAY_WINDOW_MS = 72 * 60 * 60 * 1000;
+/**
+ * Processed webhooks are kept this long: past Shopify's 48 hours of retries and our 72-hour replay
+ * window, so a redelivery is still recognised by its id; what they said of orders stays in shopify_orders.
+ */
+export const SHOPIFY_INBOX_RETENTION_DAYS = 7;
 /** Waits between tries of a webhook that failed for a passing reason (the database, say): then every hour. */
 const RETRY_DELAYS_MS = [10_000, 60_000, 5 * 60_000, 30 * 60_000, 60 * 60_000];
 
@@ -181,85 +187,121 @@ async function applyNext(db: DB, now: Date): Promise<boolean> {
   return inTransaction(db, async (trx) => {
     const row = await dueWebhooks(trx, now).selectAll().limit(1).forUpdate().skipLocked().executeTakeFirst();
     if (!row) return false;
+    const done = (error: string | null, next?: Date) =>
+      trx
+        .updateTable('shopify_inbox')
+        .set({ attempts: row.attempts + 1, error, ...(next ? { next_attempt_at: next } : { processed_at: now }) })
+        .where('id', '=', row.id)
+        .execute();
+    let fact: Fact;
+    try {
+      fact = factOf(row);
+    } catch (err) {
+      if (!(err instanceof DomainError)) throw err;
+      await done(`${err.code}: ${err.message}`);
+      return true;
+    }
+    // What Shopify said stays known even if applying it is refused: later webhooks build on it.
+    if (fact.kind !== 'customer') await recordFact(trx, row.shop_id, fact);
     // The apply runs under a savepoint: a failed statement must not take the bookkeeping with it.
     await sql`savepoint apply`.execute(trx);
     try {
-      const note = await apply(trx, row, now);
-      await trx.updateTable('shopify_inbox').set({ processed_at: now, error: note ?? null, attempts: row.attempts + 1 }).where('id', '=', row.id).execute();
+      await done((await applyFact(trx, row.shop_id, fact, now)) ?? null);
     } catch (err) {
       await sql`rollback to savepoint apply`.execute(trx);
-      const final = err instanceof DomainError;
-      const message = err instanceof Error ? err.message : String(err);
-      const delay = RETRY_DELAYS_MS[Math.min(row.attempts, RETRY_DELAYS_MS.length - 1)]!;
-      await trx
-        .updateTable('shopify_inbox')
-        .set({ attempts: row.attempts + 1, error: final ? `${(err as DomainError).code}: ${message}` : message, ...(final ? { processed_at: now } : { next_attempt_at: new Date(now.getTime() + delay) }) })
-        .where('id', '=', row.id)
-        .execute();
+      if (err instanceof DomainError) {
+        await done(`${err.code}: ${err.message}`);
+      } else {
+        const delay = RETRY_DELAYS_MS[Math.min(row.attempts, RETRY_DELAYS_MS.length - 1)]!;
+        await done(err instanceof Error ? err.message : String(err), new Date(now.getTime() + delay));
+      }
     }
     return true;
   });
 }
 
-/** Applies one webhook; a note when it was applied only in part (a refund waiting for its order). */
-async function apply(trx: Trx, row: ShopifyInboxRow, now: Date): Promise<string | undefined> {
-  const body = JSON.parse(row.body) as unknown;
-  if (row.topic === 'customers/create' || row.topic === 'customers/update') {
-    const customer = parseShopifyCustomer(body);
-    await upsertCustomerIn(trx, row.shop_id, parseInput(customerInputSchema, customerInput(customer)));
-    return undefined;
-  }
-  // This webhook's own body must be what its topic says; the order's other webhooks were checked when they came.
-  if (row.topic === 'refunds/create') parseShopifyRefund(body);
-  else parseShopifyOrder(body);
-  return applyOrder(trx, row.shop_id, row.shopify_order_id!, now);
-}
+/** A webhook's body, checked to be what its topic says. */
+type Fact =
+  | { kind: 'customer'; customer: ShopifyCustomer }
+  | { kind: 'order'; shopifyOrderId: string; order: ShopifyOrder; raw: unknown }
+  | { kind: 'refund'; shopifyOrderId: string; refund: ShopifyRefund; raw: unknown };
 
-/** A body refused when it came (not an order, not a refund) takes no part in the state. */
-function parsedOrSkipped<T>(parse: (body: unknown) => T, body: unknown): T | undefined {
-  try {
-    return parse(body);
-  } catch {
-    return undefined;
+function factOf(row: ShopifyInboxRow): Fact {
+  const raw = JSON.parse(row.body) as unknown;
+  if (row.topic === 'customers/create' || row.topic === 'customers/update') return { kind: 'customer', customer: parseShopifyCustomer(raw) };
+  if (row.topic === 'refunds/create') {
+    const refund = parseShopifyRefund(raw);
+    return { kind: 'refund', shopifyOrderId: refund.order_id, refund, raw };
   }
+  const order = parseShopifyOrder(raw);
+  return { kind: 'order', shopifyOrderId: order.id, order, raw };
 }
 
 /**
- * The order as every webhook received for it says: the latest order body (by Shopify's
- * updated_at) with every refund known, so any arrival order gives the same state. A customer
- * Shopify's order names but we do not know yet is created from the order.
+ * Adds an order's or a refund's body to what Shopify has said of the order (shopify_orders, its
+ * row locked: one order's webhooks apply one at a time): the latest order body by Shopify's
+ * updated_at, and every refund by its id.
  */
-async function applyOrder(trx: Trx, shopId: string, shopifyOrderId: string, now: Date): Promise<string | undefined> {
-  const rows = await trx
-    .selectFrom('shopify_inbox')
-    .select(['topic', 'body', 'received_at'])
-    .where('shop_id', '=', shopId)
-    .where('shopify_order_id', '=', shopifyOrderId)
-    // Not those refused on arrival (replays): they were never facts to apply.
-    .where((eb) => eb.or([eb('attempts', '>', 0), eb('processed_at', 'is', null)]))
-    .orderBy('received_at')
-    .orderBy('id')
-    .execute();
-  const refunds: ShopifyRefund[] = [];
-  let latest: ShopifyOrder | undefined;
-  for (const r of rows) {
-    const body = JSON.parse(r.body) as unknown;
-    if (r.topic === 'refunds/create') {
-      const refund = parsedOrSkipped(parseShopifyRefund, body);
-      if (refund) refunds.push(refund);
-      continue;
-    }
-    const order = parsedOrSkipped(parseShopifyOrder, body);
-    if (order && (!latest || Date.parse(order.updated_at) >= Date.parse(latest.updated_at))) latest = order;
+async function recordFact(trx: Trx, shopId: string, fact: Extract<Fact, { shopifyOrderId: string }>): Promise<void> {
+  const key = { shop_id: shopId, shopify_order_id: fact.shopifyOrderId };
+  await trx.insertInto('shopify_orders').values(key).onConflict((oc) => oc.columns(['shop_id', 'shopify_order_id']).doNothing()).execute();
+  const facts = await trx.selectFrom('shopify_orders').selectAll().where('shop_id', '=', shopId).where('shopify_order_id', '=', fact.shopifyOrderId).forUpdate().executeTakeFirstOrThrow();
+  if (fact.kind === 'refund') {
+    const refunds = { ...(facts.refunds as Record<string, unknown>), [fact.refund.id]: fact.raw };
+    await trx.updateTable('shopify_orders').set({ refunds: JSON.stringify(refunds) }).where('shop_id', '=', shopId).where('shopify_order_id', '=', fact.shopifyOrderId).execute();
+    return;
   }
-  if (!latest) return 'the order is not known yet: this refund applies when one of its orders/* webhooks arrives';
-  const { orderId, body } = orderPut(latest, refunds);
+  const stored = facts.order_body === null ? undefined : parseShopifyOrder(facts.order_body);
+  // A state older than the one stored (webhooks come in any order) adds nothing.
+  if (stored && Date.parse(fact.order.updated_at) < Date.parse(stored.updated_at)) return;
+  await trx.updateTable('shopify_orders').set({ order_body: JSON.stringify(fact.raw) }).where('shop_id', '=', shopId).where('shopify_order_id', '=', fact.shopifyOrderId).execute();
+}
+
+/**
+ * Applies a webhook: a customer upsert, or the order as everything Shopify has said of it: its
+ * latest body with every refund once, so any arrival order gives the same state. A customer the
+ * order names but we do not know yet is created from the order. Returns a note when it could not
+ * be applied yet (a refund waiting for its order).
+ */
+async function applyFact(trx: Trx, shopId: string, fact: Fact, now: Date): Promise<string | undefined> {
+  if (fact.kind === 'customer') {
+    await upsertCustomerIn(trx, shopId, parseInput(customerInputSchema, customerInput(fact.customer)));
+    return undefined;
+  }
+  const facts = await trx.selectFrom('shopify_orders').selectAll().where('shop_id', '=', shopId).where('shopify_order_id', '=', fact.shopifyOrderId).executeTakeFirstOrThrow();
+  if (facts.order_body === null) return 'the order is not known yet: this refund applies when one of its orders/* webhooks arrives';
+  const latest = parseShopifyOrder(facts.order_body);
+  const { orderId, body } = orderPut(latest, Object.values(facts.refunds as Record<string, unknown>).map(parseShopifyRefund));
   if (latest.customer) {
     const known = await trx.selectFrom('customers').select('id').where('shop_id', '=', shopId).where('shopify_customer_id', '=', latest.customer.id).executeTakeFirst();
     if (!known) await upsertCustomerIn(trx, shopId, parseInput(customerInputSchema, customerInput({ id: latest.customer.id, email: latest.customer.email ?? latest.email })));
   }
   await upsertOrder(trx, shopId, orderId, body, now);
   return undefined;
+}
+
+/**
+ * Deletes webhooks processed before `before` (SHOPIFY_INBOX_RETENTION_DAYS ago, in the retention
+ * loop): what they said of orders is kept in shopify_orders.
+ * Walks the processed ones oldest first, in bounded batches (purgeInBatches).
+ */
+export async function purgeProcessedShopifyWebhooks(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
+  return purgeInBatches<{ at: Date; id: string }>(options, async (position, limit) => {
+    const rows = await db
+      .deleteFrom('shopify_inbox')
+      .where('id', 'in', (eb) => {
+        let batch = eb.selectFrom('shopify_inbox').select('id').where('processed_at', 'is not', null).where('processed_at', '<', before);
+        if (position) batch = batch.where(sql<boolean>`(processed_at, id) > (${position.at}, ${position.id})`);
+        return batch.orderBy('processed_at').orderBy('id').limit(limit);
+      })
+      .returning(['id', 'processed_at'])
+      .execute();
+    const last = rows.reduce<{ at: Date; id: string } | null>((max, r) => {
+      const at = r.processed_at!;
+      return !max || at > max.at || (at.getTime() === max.at.getTime() && r.id > max.id) ? { at, id: r.id } : max;
+    }, null);
+    return { deleted: rows.length, next: rows.length < limit ? null : last };
+  });
 }
 
 // --- the shop's view -----------------------------------------------------------------------------

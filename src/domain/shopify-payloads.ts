@@ -60,6 +60,7 @@ const customerSchema = z.object({ id, email: z.string().nullish() });
 
 export type ShopifyOrder = z.output<typeof orderSchema>;
 export type ShopifyRefund = z.output<typeof refundSchema>;
+export type ShopifyCustomer = z.output<typeof customerSchema>;
 
 function parsed<S extends z.ZodType>(schema: S, body: unknown, what: string): z.output<S> {
   const result = schema.safeParse(body);
