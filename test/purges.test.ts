@@ -11,6 +11,7 @@ import { changePoints } from '../src/domain/points.js';
 import { createShop } from '../src/domain/shops.js';
 import { upsertCustomer } from '../src/domain/customers.js';
 import { inTransaction } from '../src/db/transaction.js';
+import { purgeProcessedShopifyWebhooks } from '../src/domain/shopify-connector.js';
 import { purgeDeliveries } from '../src/webhooks/delivery-queue.js';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
@@ -261,7 +262,7 @@ describe('purges beside live traffic', () => {
 });
 
 describe('the retention loop', () => {
-  it('purges all three tables once the worker starts, with the configured outbox retention', async () => {
+  it('purges all four tables once the worker starts, with the configured outbox retention', async () => {
     const pgSchema = onPostgres ? await isolatedPostgresUrl() : undefined;
     const config = loadConfig({
       PORT: '0',
@@ -279,7 +280,7 @@ describe('the retention loop', () => {
         await appDb.insertInto('outbox_events').values({ id, shop_id: shop.id, type: 'points/added', data: '{}', created_at: ago(age), relayed_at: relayed ? ago(age) : null }).execute();
         return id;
       };
-      const oldRelayed = await event(3 * HOUR, true);
+      await event(3 * HOUR, true);
       const recent = await event(HOUR, true);
       await appDb.insertInto('idempotency_keys').values([
         { shop_id: shop.id, key: 'old', request_hash: 'h', created_at: ago(IDEMPOTENCY_TTL_MS + HOUR) },
@@ -289,14 +290,20 @@ describe('the retention loop', () => {
         { id: newId(), shop_id: shop.id, subscription_id: 'sub_1', event_id: 'evt_a', topic: 'points/added', status: 'succeeded', created_at: ago(31 * DAY) },
         { id: newId(), shop_id: shop.id, subscription_id: 'sub_1', event_id: 'evt_b', topic: 'points/added', status: 'succeeded', created_at: ago(29 * DAY) },
       ]).execute();
+      const inbox = (webhookId: string, processedAgo: number | null) => ({
+        id: newId(), shop_id: shop.id, webhook_id: webhookId, topic: 'customers/update', body: '{}',
+        processed_at: processedAgo === null ? null : ago(processedAgo), received_at: ago(9 * DAY), next_attempt_at: ago(-HOUR),
+      });
+      await appDb.insertInto('shopify_inbox').values([inbox('old', 8 * DAY), inbox('recent', 6 * DAY), inbox('waiting', null)]).execute();
       const left = async () => ({
         events: (await appDb.selectFrom('outbox_events').select('id').execute()).map((r) => r.id),
         keys: (await appDb.selectFrom('idempotency_keys').select('key').execute()).map((r) => r.key),
         deliveries: (await appDb.selectFrom('webhook_deliveries').select('event_id').execute()).map((r) => r.event_id),
+        inbox: (await appDb.selectFrom('shopify_inbox').select('webhook_id').orderBy('webhook_id').execute()).map((r) => r.webhook_id),
       });
       app.startWorker();
-      await until(async () => !(await left()).events.includes(oldRelayed), 10_000, 'the outbox purge, the last of the three');
-      expect(await left()).toEqual({ events: [recent], keys: ['new'], deliveries: ['evt_b'] });
+      await until(async () => !(await left()).inbox.includes('old'), 10_000, 'the Shopify inbox purge, the last of the four');
+      expect(await left()).toEqual({ events: [recent], keys: ['new'], deliveries: ['evt_b'], inbox: ['recent', 'waiting'] });
     } finally {
       await app.stop();
     }
@@ -365,6 +372,10 @@ describe.skipIf(!onPostgres)('purge plans (PostgreSQL)', () => {
       insert into outbox_events (id, shop_id, type, data, created_at, relayed_at)
       select 'evt_' || i, ${shopId}, 'points/added', '{}', ${ago(3 * DAY)}::timestamptz + i * interval '5 seconds', now()
       from generate_series(1, 50000) i`.execute(db);
+    await sql`
+      insert into shopify_inbox (id, shop_id, webhook_id, topic, body, processed_at)
+      select 'in_' || i, ${shopId}, 'w' || i, 'customers/update', '{}', ${ago(10 * DAY)}::timestamptz + i * interval '5 seconds'
+      from generate_series(1, 50000) i`.execute(db);
     await sql`analyze`.execute(db);
 
     // Each purge's second batch (one that starts from a position), explained against the full tables.
@@ -372,9 +383,10 @@ describe.skipIf(!onPostgres)('purge plans (PostgreSQL)', () => {
       await purgeDeliveries(logged, ago(30 * DAY), { batchSize: 500, pauseMs: 0 });
       await purgeExpiredIdempotencyKeys(logged, { batchSize: 500, pauseMs: 0 });
       await purgeRelayedOutboxEvents(logged, ago(DAY), { batchSize: 500, pauseMs: 0 });
+      await purgeProcessedShopifyWebhooks(logged, ago(7 * DAY), { batchSize: 500, pauseMs: 0 });
     });
-    const second = (table: string) => batches.filter((s) => s.sql.includes(`from ${table}`) && s.sql.includes('delete'))[1]!;
-    for (const table of ['webhook_deliveries', 'idempotency_keys', 'outbox_events']) {
+    const second = (table: string) => batches.filter((s) => s.sql.replaceAll('"', '').includes(`from ${table}`) && s.sql.includes('delete'))[1]!;
+    for (const table of ['webhook_deliveries', 'idempotency_keys', 'outbox_events', 'shopify_inbox']) {
       const plan = await scans(second(table));
       expect(plan.filter((scan) => scan.startsWith('Seq Scan')), `${table}: ${plan.join('; ')}`).toEqual([]);
       expect(plan.some((scan) => scan.includes(`on ${table} using`)), `${table}: ${plan.join('; ')}`).toBe(true);

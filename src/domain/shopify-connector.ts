@@ -287,17 +287,18 @@ async function applyFact(trx: Trx, shopId: string, fact: Fact, now: Date): Promi
  */
 export async function purgeProcessedShopifyWebhooks(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
   return purgeInBatches<{ at: Date; id: string }>(options, async (position, limit) => {
-    const rows = await db
-      .deleteFrom('shopify_inbox')
-      .where('id', 'in', (eb) => {
-        let batch = eb.selectFrom('shopify_inbox').select('id').where('processed_at', 'is not', null).where('processed_at', '<', before);
-        if (position) batch = batch.where(sql<boolean>`(processed_at, id) > (${position.at}, ${position.id})`);
-        return batch.orderBy('processed_at').orderBy('id').limit(limit);
-      })
-      .returning(['id', 'processed_at'])
-      .execute();
+    // `= any(array(…))`, not `in (…)`: the batch's rows by their key, never a pass over the table.
+    const { rows } = await sql<{ id: string; processed_at: Date }>`
+      delete from shopify_inbox
+      where id = any(array(
+        select id from shopify_inbox
+        where processed_at is not null and processed_at < ${before}
+          ${position ? sql`and (processed_at, id) > (${position.at}, ${position.id})` : sql``}
+        order by processed_at, id
+        limit ${limit}))
+      returning id, processed_at`.execute(db);
     const last = rows.reduce<{ at: Date; id: string } | null>((max, r) => {
-      const at = r.processed_at!;
+      const at = r.processed_at;
       return !max || at > max.at || (at.getTime() === max.at.getTime() && r.id > max.id) ? { at, id: r.id } : max;
     }, null);
     return { deleted: rows.length, next: rows.length < limit ? null : last };
