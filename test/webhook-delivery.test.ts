@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../src/domain/ids.js';
 import { startTestApp, type TestApp } from './helpers.js';
+import { until } from './live-helpers.js';
 import { type Receiver, startReceiver, verifyDelivery } from './webhook-receiver.js';
 
 // End to end: the server (relay and delivery worker inside) sends to a real HTTPS receiver on
@@ -18,6 +19,9 @@ beforeAll(async () => {
   a = await t.shop('Deliveries A');
   b = await t.shop('Deliveries B');
   await t.customer(a.shopId, 'd-1', 100);
+  // A subscription gets the events relayed after it exists: let the relay take the set-up's first,
+  // so the tests' subscriptions see only the tests' own events.
+  await until(async () => (await t.app.database.db.selectFrom('outbox_events').select('id').where('relayed_at', 'is', null).execute()).length === 0, 10_000, 'the set-up\'s events relayed');
 });
 afterAll(async () => {
   await t?.stop();
