@@ -59,11 +59,10 @@ export async function recordEvents(
   );
 }
 
+export type ShopEvent = { shopId: string; type: EventTopic; data: unknown };
+
 /** Events of any shops in one statement, in order: for writers that serve several shops at once (order batches). */
-export async function recordShopEvents(
-  trx: Trx,
-  events: ReadonlyArray<{ shopId: string; type: EventTopic; data: unknown }>,
-): Promise<string[]> {
+export async function recordShopEvents(trx: Trx, events: readonly ShopEvent[]): Promise<string[]> {
   if (events.length === 0) return [];
   const ids = events.map(() => newEventId());
   // Columns as arrays: one short statement whatever the number of events (a VALUES list grows with

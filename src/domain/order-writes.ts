@@ -5,7 +5,7 @@ import type { EarningRuleRow, OrderRow } from '../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
 import { customerNotFound, parseIdentifier } from './customers.js';
 import { DomainError, RuleViolationError } from './errors.js';
-import { type EventTopic, recordShopEvents } from './events.js';
+import { recordShopEvents, type ShopEvent } from './events.js';
 import { newId } from './ids.js';
 import { type EarnSnapshot, EARNING_STATUSES, orderPoints } from './order-earn.js';
 import { checkTransition, earnSnapshot, type Order, type OrderPut, orderState, parseOrderPut, toOrder } from './orders.js';
@@ -136,7 +136,7 @@ export async function writeOrders(trx: Trx, puts: OrderPut[]): Promise<Outcome[]
   const balances = await lockBalances(trx, plans);
   const changes: Array<{ shopId: string; customerId: string; change: BalanceChange }> = [];
   const holds: Hold[] = [];
-  const events: Array<{ shopId: string; type: EventTopic; data: unknown }> = [];
+  const events: ShopEvent[] = [];
   const written: Plan[] = [];
   for (const plan of plans) {
     const { put, counters, customerId, difference } = plan;
@@ -174,7 +174,8 @@ export async function writeOrders(trx: Trx, puts: OrderPut[]): Promise<Outcome[]
 
   // 4. The writes: the ledger, the holds, the orders and their events, a statement for each kind.
   await writeLockedBalanceChanges(trx, changes);
-  await writePendingPoints(trx, holds, [...takenBack].map(([plan, points]) => ({ customerId: plan.customerId, points })));
+  // Their events first, as when each hold recorded its own.
+  events.unshift(...(await writePendingPoints(trx, holds, [...takenBack].map(([plan, points]) => ({ customerId: plan.customerId, points })))));
   const updated = await updateOrders(trx, written);
   for (const plan of written) {
     const order = toOrder(updated.get(plan.row.id)!);

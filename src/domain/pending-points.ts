@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { PendingPointsRow } from '../db/schema.js';
 import type { Queryable, Trx } from '../db/transaction.js';
-import { recordShopEvents } from './events.js';
+import type { ShopEvent } from './events.js';
 import { newId } from './ids.js';
 import type { Page, PageArgs } from './pagination.js';
 import { decodeCursor, encodeCursor, invalidCursor } from './pagination.js';
@@ -29,11 +29,12 @@ export type Hold = { shopId: string; customerId: string; orderId: string; points
 
 /**
  * Writes an order batch's pending points: holds each hold's points until its `availableAt`, and
- * lowers the customers' pending_points by what `takePendingPoints` took back, in two statements
- * however many there are. The caller holds the orders' and the customers' row locks.
+ * lowers the customers' pending_points by what `takePendingPoints` took back, in one statement
+ * however many there are. The caller holds the orders' and the customers' row locks, and records
+ * the `points/pending` events returned with the batch's others.
  */
-export async function writePendingPoints(trx: Trx, holds: Hold[], taken: ReadonlyArray<{ customerId: string; points: number }>): Promise<void> {
-  if (holds.length === 0 && taken.length === 0) return;
+export async function writePendingPoints(trx: Trx, holds: Hold[], taken: ReadonlyArray<{ customerId: string; points: number }>): Promise<ShopEvent[]> {
+  if (holds.length === 0 && taken.length === 0) return [];
   const ids = holds.map(() => newId());
   const column = <V>(pick: (h: Hold) => V) => holds.map(pick);
   const changed = [...holds.map((h) => ({ customerId: h.customerId, points: h.points })), ...taken.map((t) => ({ customerId: t.customerId, points: -t.points }))];
@@ -49,14 +50,11 @@ export async function writePendingPoints(trx: Trx, holds: Hold[], taken: Readonl
       group by customer_id) t
     where c.id = t.customer_id`.execute(trx);
   // No `_id`: the balance did not move (points/* events with one name a ledger entry).
-  await recordShopEvents(
-    trx,
-    holds.map((h, i) => ({
-      shopId: h.shopId,
-      type: 'points/pending' as const,
-      data: { customer: h.customerId, order: h.orderId, points: h.points, availableAt: h.availableAt.toISOString(), description: h.description, pendingEarn: ids[i] },
-    })),
-  );
+  return holds.map((h, i) => ({
+    shopId: h.shopId,
+    type: 'points/pending' as const,
+    data: { customer: h.customerId, order: h.orderId, points: h.points, availableAt: h.availableAt.toISOString(), description: h.description, pendingEarn: ids[i] },
+  }));
 }
 
 /**

@@ -201,12 +201,19 @@ async function applyNext(db: DB, now: Date): Promise<boolean> {
       await done(`${err.code}: ${err.message}`);
       return true;
     }
-    // What Shopify said stays known even if applying it is refused: later webhooks build on it.
-    if (fact.kind !== 'customer') await recordFact(trx, row.shop_id, fact);
+    let apply: () => Promise<string | undefined>;
+    if (fact.kind === 'customer') {
+      const { customer } = fact;
+      apply = () => applyCustomer(trx, row.shop_id, customer);
+    } else {
+      // What Shopify said of the order stays known even if applying it is refused: later webhooks build on it.
+      const facts = await recordFact(trx, row.shop_id, fact);
+      apply = () => applyOrder(trx, row.shop_id, facts, now);
+    }
     // The apply runs under a savepoint: a failed statement must not take the bookkeeping with it.
     await sql`savepoint apply`.execute(trx);
     try {
-      await done((await applyFact(trx, row.shop_id, fact, now)) ?? null);
+      await done((await apply()) ?? null);
     } catch (err) {
       await sql`rollback to savepoint apply`.execute(trx);
       if (err instanceof DomainError) {
@@ -237,41 +244,45 @@ function factOf(row: ShopifyInboxRow): Fact {
   return { kind: 'order', shopifyOrderId: order.id, order, raw };
 }
 
+/** What Shopify has said of one order: its latest body (by updated_at), if any yet, and every refund once. */
+type OrderFacts = { latest: ShopifyOrder | undefined; refunds: ShopifyRefund[] };
+
 /**
  * Adds an order's or a refund's body to what Shopify has said of the order (shopify_orders, its
- * row locked: one order's webhooks apply one at a time): the latest order body by Shopify's
- * updated_at, and every refund by its id.
+ * row locked: one order's webhooks apply one at a time), and returns all of it.
  */
-async function recordFact(trx: Trx, shopId: string, fact: Extract<Fact, { shopifyOrderId: string }>): Promise<void> {
+async function recordFact(trx: Trx, shopId: string, fact: Extract<Fact, { shopifyOrderId: string }>): Promise<OrderFacts> {
   const key = { shop_id: shopId, shopify_order_id: fact.shopifyOrderId };
+  const write = (changes: { refunds: string } | { order_body: string }) =>
+    trx.updateTable('shopify_orders').set(changes).where('shop_id', '=', key.shop_id).where('shopify_order_id', '=', key.shopify_order_id).execute();
   await trx.insertInto('shopify_orders').values(key).onConflict((oc) => oc.columns(['shop_id', 'shopify_order_id']).doNothing()).execute();
-  const facts = await trx.selectFrom('shopify_orders').selectAll().where('shop_id', '=', shopId).where('shopify_order_id', '=', fact.shopifyOrderId).forUpdate().executeTakeFirstOrThrow();
+  const stored = await trx.selectFrom('shopify_orders').selectAll().where('shop_id', '=', key.shop_id).where('shopify_order_id', '=', key.shopify_order_id).forUpdate().executeTakeFirstOrThrow();
+  let latest = stored.order_body === null ? undefined : parseShopifyOrder(stored.order_body);
+  let refunds = stored.refunds as Record<string, unknown>;
   if (fact.kind === 'refund') {
-    const refunds = { ...(facts.refunds as Record<string, unknown>), [fact.refund.id]: fact.raw };
-    await trx.updateTable('shopify_orders').set({ refunds: JSON.stringify(refunds) }).where('shop_id', '=', shopId).where('shopify_order_id', '=', fact.shopifyOrderId).execute();
-    return;
+    refunds = { ...refunds, [fact.refund.id]: fact.raw };
+    await write({ refunds: JSON.stringify(refunds) });
+  } else if (!latest || Date.parse(fact.order.updated_at) >= Date.parse(latest.updated_at)) {
+    // A state older than the one stored (webhooks come in any order) adds nothing.
+    latest = fact.order;
+    await write({ order_body: JSON.stringify(fact.raw) });
   }
-  const stored = facts.order_body === null ? undefined : parseShopifyOrder(facts.order_body);
-  // A state older than the one stored (webhooks come in any order) adds nothing.
-  if (stored && Date.parse(fact.order.updated_at) < Date.parse(stored.updated_at)) return;
-  await trx.updateTable('shopify_orders').set({ order_body: JSON.stringify(fact.raw) }).where('shop_id', '=', shopId).where('shopify_order_id', '=', fact.shopifyOrderId).execute();
+  return { latest, refunds: Object.values(refunds).map(parseShopifyRefund) };
+}
+
+async function applyCustomer(trx: Trx, shopId: string, customer: ShopifyCustomer): Promise<undefined> {
+  await upsertCustomerIn(trx, shopId, parseInput(customerInputSchema, customerInput(customer)));
+  return undefined;
 }
 
 /**
- * Applies a webhook: a customer upsert, or the order as everything Shopify has said of it: its
- * latest body with every refund once, so any arrival order gives the same state. A customer the
- * order names but we do not know yet is created from the order. Returns a note when it could not
- * be applied yet (a refund waiting for its order).
+ * Applies the order as everything Shopify has said of it: its latest body with every refund once,
+ * so any arrival order gives the same state. A customer the order names but we do not know yet is
+ * created from the order. Returns a note when there is no order yet (a refund waiting for it).
  */
-async function applyFact(trx: Trx, shopId: string, fact: Fact, now: Date): Promise<string | undefined> {
-  if (fact.kind === 'customer') {
-    await upsertCustomerIn(trx, shopId, parseInput(customerInputSchema, customerInput(fact.customer)));
-    return undefined;
-  }
-  const facts = await trx.selectFrom('shopify_orders').selectAll().where('shop_id', '=', shopId).where('shopify_order_id', '=', fact.shopifyOrderId).executeTakeFirstOrThrow();
-  if (facts.order_body === null) return 'the order is not known yet: this refund applies when one of its orders/* webhooks arrives';
-  const latest = parseShopifyOrder(facts.order_body);
-  const { orderId, body } = orderPut(latest, Object.values(facts.refunds as Record<string, unknown>).map(parseShopifyRefund));
+async function applyOrder(trx: Trx, shopId: string, { latest, refunds }: OrderFacts, now: Date): Promise<string | undefined> {
+  if (!latest) return 'the order is not known yet: this refund applies when one of its orders/* webhooks arrives';
+  const { orderId, body } = orderPut(latest, refunds);
   if (latest.customer) {
     const known = await trx.selectFrom('customers').select('id').where('shop_id', '=', shopId).where('shopify_customer_id', '=', latest.customer.id).executeTakeFirst();
     if (!known) await upsertCustomerIn(trx, shopId, parseInput(customerInputSchema, customerInput({ id: latest.customer.id, email: latest.customer.email ?? latest.email })));
