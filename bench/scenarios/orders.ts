@@ -146,7 +146,8 @@ async function run(options: BenchOptions): Promise<boolean> {
   const schema = await createIsolatedSchema(options.databaseUrl);
   let server: Awaited<ReturnType<typeof startServer>> | undefined;
   try {
-    server = await startServer({ databaseUrl: schema.url });
+    const nodeArgs = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
+    server = await startServer({ databaseUrl: schema.url, nodeArgs });
     const { shopId, apiKey } = await seed(schema.url, options.customers);
     const customer = () => String(FIRST_CUSTOMER + Math.floor(Math.random() * options.customers));
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` };
