@@ -146,12 +146,14 @@ export async function reportAction(db: DB, shopId: string, input: unknown, now =
 
 export type RuleEligibility = EarningRule & { isEarned: boolean };
 
+const eligibilityQuery = z.object({ customerIdentifier: customerIdentifierSchema });
+
 /**
  * The shop's rules with `isEarned` for a customer, as BLOY has it: sign-up, birthday (this year)
  * and custom actions (in their current period) already earned; place_order earns per order, never "earned".
  */
 export async function earningRuleEligibility(db: Queryable, shopId: string, query: unknown, now = new Date()): Promise<RuleEligibility[]> {
-  const { customerIdentifier } = parseInput(z.object({ customerIdentifier: customerIdentifierSchema }), query);
+  const { customerIdentifier } = parseInput(eligibilityQuery, query);
   const customer = await getCustomer(db, shopId, customerIdentifier);
   const { timezone, currency } = await db.selectFrom('shops').select(['timezone', 'currency']).where('id', '=', shopId).executeTakeFirstOrThrow();
   const rows = await db.selectFrom('earning_rules').selectAll().where('shop_id', '=', shopId).orderBy('created_at').orderBy('id').execute();
