@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { updateShopSettings } from '../src/domain/shop-settings.js';
-import { startTestApp, type TestApp } from './helpers.js';
+import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
 
 let t: TestApp;
 let shop: { shopId: string; apiKey: string };
@@ -182,5 +182,61 @@ describe('PUT /orders/:orderId', () => {
     expect(events.map((e) => e.type).sort()).toEqual(['orders/created', 'points/earned']);
     const earned = events.find((e) => e.type === 'points/earned')!.data as { type: string; newPoints: number };
     expect(earned).toMatchObject({ type: 'earn_points', newPoints: 50 });
+  });
+
+  it('the events of a new order name its customer and carry the ledger entry as written', async () => {
+    await t.customer(shop.shopId, 'e-2', 7);
+    await put('8002', orderBody('e-2'));
+    const c = await customer('e-2');
+    const events = await db().selectFrom('outbox_events').select(['type', 'data']).where('shop_id', '=', shop.shopId).orderBy('seq', 'desc').limit(2).execute();
+    const [created, earned] = events as Array<{ type: string; data: Record<string, unknown> }>;
+    expect(earned).toMatchObject({ type: 'points/earned', data: { customer: c.id, oldPoints: 7, newPoints: 57, settingType: 'order', description: 'order 8002' } });
+    expect(created).toMatchObject({ type: 'orders/created', data: { customer: c.id, orderId: '8002', pointsEarned: 50 } });
+    const activity = await db().selectFrom('activities').selectAll().where('id', '=', earned!.data._id as string).executeTakeFirstOrThrow();
+    expect(activity).toMatchObject({ customer_id: c.id, old_points: 7, new_points: 57 });
+  });
+});
+
+/** A shop of its own, with a customer and a rule of `earnPoint` per $1, on `a`. */
+async function programShop(a: TestApp, name: string) {
+  const s = await a.shop(name);
+  await a.customer(s.shopId, 'p-1');
+  const created = await a.graphql(s.apiKey, 'mutation($input: EarningRuleCreateInput!) { earningRuleCreate(input: $input) { earningRule { _id } } }', {
+    input: { type: 'place_order', name: 'Per purchase', earnPoint: 1, spent: '1.00' },
+  });
+  return { ...s, ruleId: created.data.earningRuleCreate.earningRule._id as string };
+}
+
+const putOn = (a: TestApp, apiKey: string, orderId: string, body: unknown) =>
+  fetch(`${a.url}/rest-api/v1/orders/${orderId}`, { method: 'PUT', headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` }, body: JSON.stringify(body) });
+
+/** Changes the rule to 2 points per $1 and sets pendingDays 0 then 3, PUTting a new order on `b` after each change made on `a`. */
+async function earnsByTheProgramOfTheMoment(a: TestApp, b: TestApp) {
+  const s = await programShop(a, 'Program of the moment');
+  const earned = async (orderId: string) => (await (await putOn(b, s.apiKey, orderId, orderBody('p-1'))).json()).order;
+  expect(await earned('m-1')).toMatchObject({ pointsEarned: 50, pointsPending: 0 });
+  const updated = await a.graphql(s.apiKey, 'mutation($input: EarningRuleUpdateInput!) { earningRuleUpdate(input: $input) { userErrors { message } } }', { input: { id: s.ruleId, earnPoint: 2 } });
+  expect(updated.data.earningRuleUpdate.userErrors).toEqual([]);
+  expect(await earned('m-2')).toMatchObject({ pointsEarned: 100, pointsPending: 0 });
+  await updateShopSettings(a.app.database.db, s.shopId, { pendingDays: 3 });
+  expect(await earned('m-3')).toMatchObject({ pointsEarned: 100, pointsPending: 100 });
+  await a.graphql(s.apiKey, 'mutation($id: ID!) { earningRuleDelete(id: $id) { deletedEarningRuleId } }', { id: s.ruleId });
+  expect(await earned('m-4')).toMatchObject({ pointsEarned: 0, earnNote: 'no place_order rule was active when the order was paid' });
+}
+
+describe('a new order earns by the program as it is when the order arrives', () => {
+  it('after a rule or a setting changed on this instance', () => earnsByTheProgramOfTheMoment(t, t));
+
+  it.runIf(onPostgres)('after a rule or a setting changed on another instance', async () => {
+    const pg = await isolatedPostgresUrl();
+    const a = await startTestApp({ DATABASE_URL: pg.url });
+    const b = await startTestApp({ DATABASE_URL: pg.url });
+    try {
+      await earnsByTheProgramOfTheMoment(a, b);
+    } finally {
+      await a.stop();
+      await b.stop();
+      await pg.drop();
+    }
   });
 });

@@ -45,6 +45,25 @@ export class DatabaseOverloadedError extends Error {
   }
 }
 
+/**
+ * A statement whose text starts with this is prepared once per connection (a named statement), so
+ * PostgreSQL plans it once, not at every call: for the big write CTEs planning costs about as much
+ * as running them (order-first-states.ts). Only for texts that do not vary with their parameters.
+ */
+export const PREPARED = '/* prepared */';
+
+const statementNames = new Map<string, string>();
+
+function prepareMarked(client: pg.PoolClient): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  client.query = ((text: unknown, ...rest: unknown[]) => {
+    if (typeof text !== 'string' || !text.startsWith(PREPARED)) return query(text, ...rest);
+    let name = statementNames.get(text);
+    if (!name) statementNames.set(text, (name = `prepared_${statementNames.size + 1}`));
+    return query({ name, text, values: rest[0] });
+  }) as typeof client.query;
+}
+
 const INT8_OID = 20;
 // Balances are bigint in SQL; as JS numbers they are exact up to 2^53, far beyond any balance we allow.
 const parseInt8 = (value: string) => Number(value);
@@ -66,7 +85,10 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
     // A connection lost while checked out (mid-transaction, between statements) emits 'error' on
     // its client, which pg-pool handles only for idle ones: unheard, it killed the process when
     // PostgreSQL stopped. Heard here, the client's next query fails instead (a 503 for its request).
-    pool.on('connect', (client) => client.on('error', () => {}));
+    pool.on('connect', (client) => {
+      client.on('error', () => {});
+      prepareMarked(client);
+    });
     const maxWaiting = options.maxWaiting ?? 100;
     // pg-pool queues a request also while an idle connection is about to be handed to it (until
     // the next tick), so only the requests beyond the idle connections really wait.

@@ -19,6 +19,8 @@ export interface ShopsTable {
   timezone: Defaulted<string>;
   /** Days an order's points stay pending before they can be spent; 0: at once. */
   pending_days: Defaulted<number>;
+  /** Bumped by every change to what an order earns: place_order rules, currency, pending_days (order-first-states.ts caches by it). */
+  program_version: Defaulted<number>;
   shopify_domain: ColumnType<string | null, string | null | undefined, string | null>;
   /** Sealed (src/webhooks/secret-box.ts), bound to the shop id. */
   shopify_webhook_secret: ColumnType<string | null, string | null | undefined, string | null>;

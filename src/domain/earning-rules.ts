@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { ActionLimit, EarningRuleRow, EarningRuleType } from '../db/schema.js';
@@ -124,6 +125,17 @@ async function shopCurrency(db: Queryable, shopId: string): Promise<string> {
   return (await db.selectFrom('shops').select('currency').where('id', '=', shopId).executeTakeFirstOrThrow()).currency;
 }
 
+/** The shop's currency; a rule is about to change, so what its orders earn may too (order-first-states.ts). */
+async function changingProgram(trx: Trx, shopId: string): Promise<string> {
+  const shop = await trx
+    .updateTable('shops')
+    .set({ program_version: sql`program_version + 1` })
+    .where('id', '=', shopId)
+    .returning('currency')
+    .executeTakeFirstOrThrow();
+  return shop.currency;
+}
+
 /**
  * A shop has one active sign_up and one active birthday rule at most (each earns once per
  * customer, or per year): a second would pay twice. Checked under a lock on the shop's row.
@@ -149,7 +161,7 @@ function translateActionConflict(err: unknown, action: string | null | undefined
 export async function createEarningRule(db: DB, shopId: string, input: unknown): Promise<{ earningRule: EarningRule }> {
   const fields = parseInput(earningRuleCreateSchema, input);
   return inTransaction(db, async (trx) => {
-    const currency = await shopCurrency(trx, shopId);
+    const currency = await changingProgram(trx, shopId);
     const columns = columnsOf(fields.type, fields, currency);
     await refuseSecondActive(trx, shopId, fields.type, columns.active);
     const row = await trx
@@ -165,7 +177,7 @@ export async function createEarningRule(db: DB, shopId: string, input: unknown):
 export async function updateEarningRule(db: DB, shopId: string, input: unknown): Promise<{ earningRule: EarningRule }> {
   const { id, ...patch } = parseInput(earningRuleUpdateSchema, input);
   return inTransaction(db, async (trx) => {
-    const currency = await shopCurrency(trx, shopId);
+    const currency = await changingProgram(trx, shopId);
     const current = toEarningRule(await getRuleRow(trx, shopId, id, true), currency);
     const changes = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined));
     // The rule's own fields as they are, then the changes: only a field the caller sent can belong to another type.
@@ -189,6 +201,7 @@ export async function updateEarningRule(db: DB, shopId: string, input: unknown):
 export async function deleteEarningRule(db: DB, shopId: string, id: string): Promise<{ deletedId: string }> {
   return inTransaction(db, async (trx) => {
     const row = await getRuleRow(trx, shopId, id, true);
+    await changingProgram(trx, shopId);
     await trx.deleteFrom('earning_rules').where('id', '=', row.id).execute();
     return { deletedId: row.id };
   });

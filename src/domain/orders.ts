@@ -80,6 +80,8 @@ export const orderInputSchema = z.strictObject({
 });
 
 export const orderIdSchema = z.string().trim().min(1).max(255).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
+// Built once: zod compiles an object schema on its first parse, so one made per call costs that each time.
+const orderIdParams = z.object({ orderId: orderIdSchema });
 
 export type ParsedOrder = z.output<typeof orderInputSchema>;
 export type Amounts = { subtotal: number; shipping: number; tax: number; total: number; refunded: number; lines: Array<{ price: number; discount: number }> };
@@ -142,7 +144,7 @@ export type OrderPut = {
 
 /** Everything about a PUT that needs no database: the request's shape, its money, its sums. */
 export function parseOrderPut(shopId: string, orderIdInput: unknown, input: unknown, now: Date): OrderPut {
-  const orderId = parseInput(z.object({ orderId: orderIdSchema }), { orderId: orderIdInput }).orderId;
+  const orderId = parseInput(orderIdParams, { orderId: orderIdInput }).orderId;
   const data = parseInput(orderInputSchema, input);
   const amounts = amountsOf(data);
   checkConsistent(data, amounts);
@@ -171,8 +173,14 @@ export function orderState(put: OrderPut): OrderState {
   return { status: data.status, shippingMinor: amounts.shipping, taxMinor: amounts.tax, totalMinor: amounts.total, refundedMinor: amounts.refunded, lineItems: lineStates(put.lineItems, data.currency) };
 }
 
+/** What a snapshot keeps of a rule's row. */
+export type SnapshotRuleRow = Pick<
+  EarningRuleRow,
+  'id' | 'name' | 'earn_point' | 'spent_minor' | 'include_product_ids' | 'exclude_product_ids' | 'include_collection_ids' | 'exclude_collection_ids' | 'include_shipping' | 'include_tax'
+>;
+
 /** The shop's active place_order rules (in creation order), as an earn's snapshot keeps them. */
-export function earnSnapshot(rows: EarningRuleRow[], now: Date): EarnSnapshot {
+export function earnSnapshot(rows: SnapshotRuleRow[], now: Date): EarnSnapshot {
   const rules = rows.map(
     (r): EarnRule => ({
       id: r.id,
@@ -247,7 +255,7 @@ export function toOrder(row: OrderRow): Order {
 }
 
 export async function getOrder(db: Queryable, shopId: string, orderIdInput: unknown): Promise<Order> {
-  const { orderId } = parseInput(z.object({ orderId: orderIdSchema }), { orderId: orderIdInput });
+  const { orderId } = parseInput(orderIdParams, { orderId: orderIdInput });
   const row = await db.selectFrom('orders').selectAll().where('shop_id', '=', shopId).where('order_id', '=', orderId).executeTakeFirst();
   if (!row) throw new NotFoundError('order_not_found', `this shop has no order ${orderId}`, ['orderId']);
   return toOrder(row);

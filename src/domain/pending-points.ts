@@ -49,12 +49,14 @@ export async function writePendingPoints(trx: Trx, holds: Hold[], taken: Readonl
       from unnest(${changed.map((c) => c.customerId)}::text[], ${changed.map((c) => c.points)}::int[]) as i(customer_id, points)
       group by customer_id) t
     where c.id = t.customer_id`.execute(trx);
+  return holds.map((h, i) => pendingEvent(h, ids[i]!));
+}
+
+/** The `points/pending` event of the hold written as pending earn `id`. */
+export function pendingEvent(hold: Hold, id: string): ShopEvent {
   // No `_id`: the balance did not move (points/* events with one name a ledger entry).
-  return holds.map((h, i) => ({
-    shopId: h.shopId,
-    type: 'points/pending' as const,
-    data: { customer: h.customerId, order: h.orderId, points: h.points, availableAt: h.availableAt.toISOString(), description: h.description, pendingEarn: ids[i] },
-  }));
+  const data = { customer: hold.customerId, order: hold.orderId, points: hold.points, availableAt: hold.availableAt.toISOString(), description: hold.description, pendingEarn: id };
+  return { shopId: hold.shopId, type: 'points/pending', data };
 }
 
 /**

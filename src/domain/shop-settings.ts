@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Selectable } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import type { DB } from '../db/database.js';
 import type { ShopsTable } from '../db/schema.js';
 import type { Queryable } from '../db/transaction.js';
@@ -115,10 +115,12 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
     timezone: data.timezone,
     pending_days: data.pendingDays,
   };
+  // What an order earns depends on these: an instance's cached program is stale (order-first-states.ts).
+  const programChanges = data.currency !== undefined || data.pendingDays !== undefined ? { program_version: sql<number>`program_version + 1` } : {};
   if (Object.values(changes).every((v) => v === undefined)) return { settings: await getShopSettings(db, shopId) };
   if (data.currency !== undefined) await refuseCurrencyInUse(db, shopId, data.currency);
   // Kysely leaves undefined values out of the SET list: omitted fields keep their value.
-  const row = await db.updateTable('shops').set(changes).where('id', '=', shopId).returning(COLUMNS).executeTakeFirst();
+  const row = await db.updateTable('shops').set({ ...changes, ...programChanges }).where('id', '=', shopId).returning(COLUMNS).executeTakeFirst();
   generation++;
   if (!row) throw shopNotFound(shopId);
   return { settings: toSettings(row) };

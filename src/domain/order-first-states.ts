@@ -1,0 +1,156 @@
+import { sql } from 'kysely';
+import { PREPARED } from '../db/database.js';
+import type { Queryable } from '../db/transaction.js';
+import { parseIdentifier } from './customers.js';
+import { announceOutboxWrite, newEventId, type ShopEvent } from './events.js';
+import { newId } from './ids.js';
+import { attempt, customerNamed, insertPlannedRows, isPlan, type Outcome, type Plan, plannedRow, planPut, readPrograms, type ShopProgram } from './order-plans.js';
+import { type OrderPut, toOrder } from './orders.js';
+import { type Hold, pendingEvent } from './pending-points.js';
+import { MAX_BALANCE, toActivity } from './points.js';
+
+/**
+ * Most PUTs are an order's first state (a new order, paid): those are written in ONE statement per
+ * batch, outside any transaction, as balance changes are (points.ts): the order, the points it
+ * earns (a ledger entry, or pending points) and their events. That is what lets PUT /orders keep
+ * up with points/add; the locked path (order-writes.ts) takes a transaction of five statements or more.
+ *
+ * The statement finds and locks the customers itself; the shops' programs (what an order earns by)
+ * come from a cache, and are used only while their version is the shop's (a rule or setting changed
+ * since, on any instance: the PUT goes the locked path, which reads them afresh).
+ *
+ * Undefined at a PUT's index: the order exists, or the PUT needs the locked path to be decided
+ * (an unknown customer, a state refused as a first state, a balance near its limit, a changed
+ * program); nothing of it was written. The locked path then writes it, or refuses it.
+ */
+export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise<Array<Outcome | undefined>> {
+  const programs = await programsOf(db, puts);
+  const outcomes: Array<Outcome | undefined> = puts.map(() => undefined);
+  // The customer is the statement's to find: planned with none (a first state's plan does not depend on it).
+  const plans = puts.flatMap((put, index) => {
+    const program = programs.get(put.shopId);
+    const plan = program && attempt(() => planPut({ put, index, customerId: '' }, undefined, program));
+    return isPlan(plan) ? [plan] : [];
+  });
+  if (plans.length === 0) return outcomes;
+
+  const writes = plans.map((plan) => firstStateWrite(plan, programs.get(plan.put.shopId)!));
+  // Customers are locked first (in id order), then the orders inserted in key order: no order row
+  // is locked before, and an insert waits only for another insert of the same new order.
+  const { rows } = await sql<{ n: number | null; customer_id: string | null; stale_shop: string | null }>`${sql.raw(PREPARED)}
+    with input as (
+      select * from jsonb_to_recordset(${JSON.stringify(writes.map((w, n) => ({ ...w.input, n })))}::jsonb)
+        as i(n int, shop_id text, email text, shopify_id text, program_version int, row jsonb, credit int, hold int, available_at timestamptz,
+          description text, activity_id text, pending_id text, created_at timestamptz, events jsonb)
+    ), named as (
+      select i.n, c.id from input i cross join lateral (${customerNamed(sql`i`)}) c
+    ), target as (
+      select c.id, c.points from customers c where c.id in (select id from named) order by c.id for no key update
+    ), fits as (
+      -- A customer whose balance these credits would take past the limit is left to the locked path,
+      -- which refuses just the credit that passes it; so is a shop whose program changed.
+      select i.*, nm.id as customer_id, i.row->>'id' as id from input i join named nm using (n) join target t on t.id = nm.id
+        join shops s on s.id = i.shop_id and s.program_version = i.program_version
+      where t.points + (select sum(j.credit) from input j join named m using (n) where m.id = nm.id) <= ${MAX_BALANCE}
+    ), inserted as (
+      ${insertPlannedRows(sql`(select jsonb_agg(f.row || jsonb_build_object('customer_id', f.customer_id)) from fits f)`)}
+      returning id
+    ), done as (
+      -- Each credit in turn: the balance before it is the locked one plus the customer's earlier credits.
+      select f.*, t.points + coalesce(sum(f.credit) over (partition by f.customer_id order by f.n rows between unbounded preceding and 1 preceding), 0) as old_points
+      from fits f join inserted using (id) join target t on t.id = f.customer_id
+    ), balances as (
+      update customers c set points = c.points + d.credit, pending_points = c.pending_points + d.hold,
+        updated_at = case when d.credit > 0 then ${new Date()} else c.updated_at end
+      from (select customer_id, sum(credit)::int as credit, sum(hold)::int as hold from done group by customer_id) d
+      where c.id = d.customer_id and (d.credit > 0 or d.hold > 0)
+    ), ledger as (
+      insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at)
+      select activity_id, shop_id, customer_id, 'earn_points', 'order', description, null, old_points, old_points + credit, created_at, created_at
+      from done where credit > 0
+    ), held as (
+      insert into pending_points (id, shop_id, customer_id, order_id, points, available_at)
+      select pending_id, shop_id, customer_id, id, hold, available_at from done where hold > 0
+    ), events as (
+      -- Each event names the customer; points/earned carries its ledger entry, whose points only the lock tells.
+      insert into outbox_events (id, shop_id, type, data)
+      select e.value->>'id', d.shop_id, e.value->>'type', e.value->'data' || jsonb_build_object('customer', d.customer_id) ||
+        case when e.value->>'type' = 'points/earned' then jsonb_build_object('oldPoints', d.old_points, 'newPoints', d.old_points + d.credit) else '{}' end
+      from done d cross join lateral jsonb_array_elements(d.events) with ordinality as e(value, k)
+      order by d.n, e.k
+    )
+    select n, customer_id, null as stale_shop from done
+    union all
+    select null, null, s.id from shops s join (select distinct shop_id, program_version from input) i on s.id = i.shop_id and s.program_version <> i.program_version`.execute(db);
+  if (rows.some((r) => r.n !== null)) announceOutboxWrite(db);
+  for (const { n, customer_id, stale_shop } of rows) {
+    if (stale_shop !== null) forget(db, stale_shop);
+    else outcomes[writes[n!]!.plan.index] = { order: toOrder({ ...writes[n!]!.row, customer_id: customer_id! }), created: true, changed: true };
+  }
+  return outcomes;
+}
+
+/** What the statement writes for one first state: its row, the points it earns, and their events, in order; the customer is filled in by it. */
+function firstStateWrite(plan: Plan, program: ShopProgram) {
+  const { put, difference } = plan;
+  const row = plannedRow(plan, newId());
+  const description = `order ${put.orderId}`;
+  const credit = difference > 0 && program.pendingDays === 0 ? difference : 0;
+  const hold: Hold | undefined =
+    difference > 0 && program.pendingDays > 0
+      ? { shopId: put.shopId, customerId: '', orderId: row.id, points: difference, availableAt: new Date(put.now.getTime() + program.pendingDays * 86_400_000), description }
+      : undefined;
+  const activityId = newId();
+  const pendingId = newId();
+  const events: Array<Omit<ShopEvent, 'shopId'> & { id: string }> = [];
+  if (credit > 0) {
+    // The activity as the API shows it; its oldPoints and newPoints are set by the statement.
+    const activity = toActivity({ seq: 0, id: activityId, shop_id: put.shopId, customer_id: '', type: 'earn_points', setting_type: 'order', description, note: null, old_points: 0, new_points: 0, created_at: put.now, updated_at: put.now });
+    events.push({ id: newEventId(), type: 'points/earned', data: activity });
+  }
+  if (hold) events.push({ id: newEventId(), type: 'points/pending', data: pendingEvent(hold, pendingId).data });
+  events.push({ id: newEventId(), type: 'orders/created', data: toOrder(row) });
+  const named = parseIdentifier(put.data.customerIdentifier);
+  return {
+    plan,
+    row,
+    input: {
+      shop_id: put.shopId,
+      email: 'email' in named ? named.email : null,
+      shopify_id: 'shopifyCustomerId' in named ? named.shopifyCustomerId : null,
+      program_version: program.version,
+      row,
+      credit,
+      hold: hold?.points ?? 0,
+      available_at: hold?.availableAt ?? null,
+      description,
+      activity_id: activityId,
+      pending_id: pendingId,
+      created_at: put.now,
+      events,
+    },
+  };
+}
+
+/** Shops' programs by the database they were read from; a shop's entry goes once its version is found stale. */
+const programCaches = new WeakMap<object, Map<string, ShopProgram>>();
+/** Shops whose programs one process keeps (a handful of rules each); past that, the oldest read goes. */
+const MAX_CACHED_PROGRAMS = 10_000;
+
+async function programsOf(db: Queryable, puts: OrderPut[]): Promise<Map<string, ShopProgram>> {
+  let cache = programCaches.get(db);
+  if (!cache) programCaches.set(db, (cache = new Map()));
+  const missing = [...new Set(puts.map((p) => p.shopId))].filter((id) => !cache.has(id));
+  if (missing.length) {
+    for (const [id, program] of await readPrograms(db, missing)) cache.set(id, program);
+    for (const id of cache.keys()) {
+      if (cache.size <= MAX_CACHED_PROGRAMS) break;
+      cache.delete(id);
+    }
+  }
+  return cache;
+}
+
+function forget(db: Queryable, shopId: string): void {
+  programCaches.get(db)?.delete(shopId);
+}
