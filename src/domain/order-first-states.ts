@@ -45,12 +45,15 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
     ), named as (
       select i.n, c.id from input i cross join lateral (${customerNamed(sql`i`)}) c
     ), target as (
-      select c.id, c.points from customers c where c.id in (select id from named) order by c.id for no key update
+      -- = any(array(...)), not in (...): prepared, the plan is generic, and a join would scan every customer.
+      select c.id, c.points from customers c where c.id = any(array(select id from named)) order by c.id for no key update
+    ), programs as (
+      select s.id, s.program_version from shops s where s.id = any(array(select distinct shop_id from input))
     ), fits as (
       -- A customer whose balance these credits would take past the limit is left to the locked path,
       -- which refuses just the credit that passes it; so is a shop whose program changed.
       select i.*, nm.id as customer_id, i.row->>'id' as id from input i join named nm using (n) join target t on t.id = nm.id
-        join shops s on s.id = i.shop_id and s.program_version = i.program_version
+        join programs s on s.id = i.shop_id and s.program_version = i.program_version
       where t.points + (select sum(j.credit) from input j join named m using (n) where m.id = nm.id) <= ${MAX_BALANCE}
     ), inserted as (
       ${insertPlannedRows(sql`(select jsonb_agg(f.row || jsonb_build_object('customer_id', f.customer_id)) from fits f)`)}
@@ -81,11 +84,11 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
     )
     select n, customer_id, null as stale_shop from done
     union all
-    select null, null, s.id from shops s join (select distinct shop_id, program_version from input) i on s.id = i.shop_id and s.program_version <> i.program_version`.execute(db);
+    select null, null, s.id from programs s join (select distinct shop_id, program_version from input) i on s.id = i.shop_id and s.program_version <> i.program_version`.execute(db);
   if (rows.some((r) => r.n !== null)) announceOutboxWrite(db);
   for (const { n, customer_id, stale_shop } of rows) {
     if (stale_shop !== null) forget(db, stale_shop);
-    else outcomes[writes[n!]!.plan.index] = { order: toOrder({ ...writes[n!]!.row, customer_id: customer_id! }), created: true, changed: true };
+    else outcomes[writes[n!]!.plan.index] = { order: { ...writes[n!]!.order, customer: customer_id! }, created: true, changed: true };
   }
   return outcomes;
 }
@@ -109,11 +112,12 @@ function firstStateWrite(plan: Plan, program: ShopProgram) {
     events.push({ id: newEventId(), type: 'points/earned', data: activity });
   }
   if (hold) events.push({ id: newEventId(), type: 'points/pending', data: pendingEvent(hold, pendingId).data });
-  events.push({ id: newEventId(), type: 'orders/created', data: toOrder(row) });
+  const order = toOrder(row);
+  events.push({ id: newEventId(), type: 'orders/created', data: order });
   const named = parseIdentifier(put.data.customerIdentifier);
   return {
     plan,
-    row,
+    order,
     input: {
       shop_id: put.shopId,
       email: 'email' in named ? named.email : null,
