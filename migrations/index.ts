@@ -14,6 +14,7 @@ import * as deliveryTopicGroup from './2026_11_24_003_delivery_topic_group.js';
 import * as loyaltyEngine from './2026_11_24_004_loyalty_engine.js';
 import * as shopifyConnector from './2026_11_24_005_shopify_connector.js';
 import * as programVersion from './2026_11_24_006_program_version.js';
+import * as shopDayRuns from './2026_11_24_007_shop_day_runs.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -29,4 +30,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_24_004_loyalty_engine': loyaltyEngine,
   '2026_11_24_005_shopify_connector': shopifyConnector,
   '2026_11_24_006_program_version': programVersion,
+  '2026_11_24_007_shop_day_runs': shopDayRuns,
 };

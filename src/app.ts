@@ -6,6 +6,7 @@ import { migrateToLatest } from './db/migrate.js';
 import type { PurgeOptions } from './db/purge.js';
 import { purgeRelayedOutboxEvents } from './domain/events.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
+import { birthdayRun } from './domain/birthday-run.js';
 import { pendingRelease } from './domain/pending-release.js';
 import { purgeProcessedShopifyWebhooks, SHOPIFY_INBOX_RETENTION_DAYS, shopifyInbox } from './domain/shopify-connector.js';
 import { createEventBus, type EventBus } from './events/bus.js';
@@ -61,7 +62,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
     db: database.db,
-    kinds: [pendingRelease, shopifyInbox],
+    kinds: [pendingRelease, shopifyInbox, birthdayRun],
     logger,
     now: () => new Date(options.clock?.() ?? Date.now()),
   });

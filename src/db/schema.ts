@@ -294,6 +294,14 @@ export interface PendingPointsTable {
   created_at: Defaulted<Date>;
 }
 
+/** Daily work per shop: the shop-local day ('YYYY-MM-DD') to do next, due when it begins in the shop's time zone. */
+export interface ShopDayRunsTable {
+  shop_id: string;
+  kind: 'birthdays';
+  day: string;
+  due_at: Date;
+}
+
 export interface RuleAwardsTable {
   id: string;
   shop_id: string;
@@ -355,6 +363,7 @@ export interface Database {
   orders: OrdersTable;
   pending_points: PendingPointsTable;
   rule_awards: RuleAwardsTable;
+  shop_day_runs: ShopDayRunsTable;
   shopify_inbox: ShopifyInboxTable;
   shopify_orders: ShopifyOrdersTable;
 }

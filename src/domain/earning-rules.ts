@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { ActionLimit, EarningRuleRow, EarningRuleType } from '../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
+import { startBirthdayRun } from './birthday-run.js';
 import { ConflictError, NotFoundError, RuleViolationError, ValidationError } from './errors.js';
 import { isId, newId } from './ids.js';
 import { formatMoney, parseMoney } from './money.js';
@@ -170,6 +171,7 @@ export async function createEarningRule(db: DB, shopId: string, input: unknown):
       .returningAll()
       .executeTakeFirstOrThrow()
       .catch((err) => translateActionConflict(err, fields.action));
+    if (row.type === 'birthday') await startBirthdayRun(trx, shopId);
     return { earningRule: toEarningRule(row, currency) };
   });
 }
@@ -193,6 +195,7 @@ export async function updateEarningRule(db: DB, shopId: string, input: unknown):
       .returningAll()
       .executeTakeFirstOrThrow()
       .catch((err) => translateActionConflict(err, fields.action));
+    if (row.type === 'birthday') await startBirthdayRun(trx, shopId);
     return { earningRule: toEarningRule(row, currency) };
   });
 }

@@ -27,6 +27,33 @@ export function shopPeriods(at: Date, timeZone: string): { day: string; week: st
   return { day, week: `${thursday.getUTCFullYear()}-W${String(week).padStart(2, '0')}`, year: String(y) };
 }
 
+/** The instant the shop-local day `day` ('YYYY-MM-DD') begins in `timeZone` (its first instant, should midnight not exist). */
+export function startOfShopDay(day: string, timeZone: string): Date {
+  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
+  const midnightUtc = Date.UTC(y, m - 1, d);
+  // The zone's offset at an instant: its wall clock there, read as UTC, minus the instant.
+  const offset = (at: number) => {
+    const parts = Object.fromEntries(
+      new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' })
+        .formatToParts(at)
+        .map((p) => [p.type, Number(p.value)]),
+    );
+    return Date.UTC(parts.year!, parts.month! - 1, parts.day!, parts.hour!, parts.minute!, parts.second!) - at;
+  };
+  // Twice: the offset at the first guess may be the other side of a DST change.
+  let start = midnightUtc - offset(midnightUtc);
+  start = midnightUtc - offset(start);
+  // Where midnight does not exist (a DST jump at 00:00), the guess lands on the day before: its first hour then.
+  while (shopPeriods(new Date(start), timeZone).day < day) start += 3_600_000;
+  return new Date(start);
+}
+
+/** The day after `day` ('YYYY-MM-DD'). */
+export function nextDay(day: string): string {
+  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
+  return new Date(Date.UTC(y, m - 1, d + 1)).toISOString().slice(0, 10);
+}
+
 function periodOf(rule: EarningRuleRow, at: Date, timeZone: string): string | null {
   if (rule.type === 'sign_up' || rule.action_limit === 'once') return 'once';
   if (rule.action_limit === 'unlimited') return null;
@@ -34,7 +61,7 @@ function periodOf(rule: EarningRuleRow, at: Date, timeZone: string): string | nu
   return rule.type === 'birthday' ? periods.year : rule.action_limit === 'day' ? periods.day : periods.week;
 }
 
-async function credit(trx: Trx, shopId: string, customerId: string, rule: EarningRuleRow, description: string) {
+export async function credit(trx: Trx, shopId: string, customerId: string, rule: EarningRuleRow, description: string) {
   const written = await writeBalanceChange(trx, shopId, { customerId }, {
     op: 'add',
     amount: rule.earn_point,
@@ -65,37 +92,12 @@ export async function awardSignUp(trx: Trx, shopId: string, customer: Customer):
   return (await credit(trx, shopId, customer._id, rule, rule.name)).customer;
 }
 
-/** Whether `localDay` (the shop's date) is the birthday; 29 February falls on 28 February in other years. */
-export function isBirthday(birthday: string, localDay: string): boolean {
-  const [year, month, day] = [Number(localDay.slice(0, 4)), localDay.slice(5, 7), localDay.slice(8, 10)];
-  const [bMonth, bDay] = [birthday.slice(5, 7), birthday.slice(8, 10)];
-  if (bMonth === month && bDay === day) return true;
+/** The month-days ('MM-DD') born on which `localDay` (the shop's date) is the birthday: 29 February falls on 28 February in other years. */
+export function birthdaysOn(localDay: string): string[] {
+  const year = Number(localDay.slice(0, 4));
   const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
-  return bMonth === '02' && bDay === '29' && !leap && month === '02' && day === '28';
-}
-
-/**
- * The shop's active birthday rule awards the customer when `now` is their birthday in the shop's
- * time zone, once a year (the award's period is the year). Returns whether it awarded. The daily
- * run over a shop's customers is the scheduler's (next part of the engine); this is its unit of work.
- */
-export async function awardBirthday(db: DB, shopId: string, customerId: string, now = new Date()): Promise<boolean> {
-  return inTransaction(db, async (trx) => {
-    const rule = await trx.selectFrom('earning_rules').selectAll().where('shop_id', '=', shopId).where('type', '=', 'birthday').where('active', '=', true).executeTakeFirst();
-    if (!rule) return false;
-    const customer = await trx.selectFrom('customers').select(['id', 'birthday']).where('shop_id', '=', shopId).where('id', '=', customerId).forNoKeyUpdate().executeTakeFirst();
-    const { timezone } = await trx.selectFrom('shops').select('timezone').where('id', '=', shopId).executeTakeFirstOrThrow();
-    const { day, year } = shopPeriods(now, timezone);
-    if (!customer?.birthday || !isBirthday(customer.birthday, day)) return false;
-    const awarded = await trx
-      .insertInto('rule_awards')
-      .values({ id: newId(), shop_id: shopId, rule_id: rule.id, customer_id: customer.id, period: year, points: rule.earn_point, rule_snapshot: JSON.stringify(rule), created_at: now })
-      .onConflict((oc) => oc.columns(['rule_id', 'customer_id', 'period']).where('period', 'is not', null).doNothing())
-      .returning('id')
-      .executeTakeFirst();
-    if (awarded) await credit(trx, shopId, customer.id, rule, rule.name);
-    return Boolean(awarded);
-  });
+  const monthDay = localDay.slice(5);
+  return monthDay === '02-28' && !leap ? ['02-28', '02-29'] : [monthDay];
 }
 
 export const actionInputSchema = z.strictObject({
