@@ -4,7 +4,7 @@ import type { Queryable } from '../db/transaction.js';
 import { parseIdentifier } from './customers.js';
 import { announceOutboxWrite, newEventId, type ShopEvent } from './events.js';
 import { newId } from './ids.js';
-import { attempt, customerNamed, insertPlannedRows, isPlan, type Outcome, type Plan, plannedRow, planPut, readPrograms, type ShopProgram } from './order-plans.js';
+import { attempt, customerNamed, holdOf, insertPlannedRows, isPlan, orderDescription, type Outcome, type Plan, plannedRow, planPut, readPrograms, type ShopProgram } from './order-plans.js';
 import { type OrderPut, toOrder } from './orders.js';
 import { type Hold, pendingEvent } from './pending-points.js';
 import { MAX_BALANCE, toActivity } from './points.js';
@@ -97,12 +97,9 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
 function firstStateWrite(plan: Plan, program: ShopProgram) {
   const { put, difference } = plan;
   const row = plannedRow(plan, newId());
-  const description = `order ${put.orderId}`;
+  const description = orderDescription(put);
   const credit = difference > 0 && program.pendingDays === 0 ? difference : 0;
-  const hold: Hold | undefined =
-    difference > 0 && program.pendingDays > 0
-      ? { shopId: put.shopId, customerId: '', orderId: row.id, points: difference, availableAt: new Date(put.now.getTime() + program.pendingDays * 86_400_000), description }
-      : undefined;
+  const hold: Hold | undefined = difference > 0 && program.pendingDays > 0 ? holdOf(plan, row.id, program.pendingDays) : undefined;
   const activityId = newId();
   const pendingId = newId();
   const events: Array<Omit<ShopEvent, 'shopId'> & { id: string }> = [];
@@ -137,11 +134,13 @@ function firstStateWrite(plan: Plan, program: ShopProgram) {
 }
 
 /** Shops' programs by the database they were read from; a shop's entry goes once its version is found stale. */
-const programCaches = new WeakMap<object, Map<string, ShopProgram>>();
+const programCaches = new WeakMap<Queryable, Map<string, ShopProgram>>();
 /** Shops whose programs one process keeps (a handful of rules each); past that, the oldest read goes. */
 const MAX_CACHED_PROGRAMS = 10_000;
 
 async function programsOf(db: Queryable, puts: OrderPut[]): Promise<Map<string, ShopProgram>> {
+  // A transaction (the Shopify connector's) is a new object each time: a cache keyed by it would never be read again.
+  if (db.isTransaction) return readPrograms(db, [...new Set(puts.map((p) => p.shopId))]);
   let cache = programCaches.get(db);
   if (!cache) programCaches.set(db, (cache = new Map()));
   const missing = [...new Set(puts.map((p) => p.shopId))].filter((id) => !cache.has(id));

@@ -5,6 +5,7 @@ import { parseIdentifier } from './customers.js';
 import { DomainError, RuleViolationError } from './errors.js';
 import { type EarnSnapshot, EARNING_STATUSES, orderPoints } from './order-earn.js';
 import { checkTransition, earnSnapshot, type Order, type OrderPut, orderState, type SnapshotRuleRow, toOrder } from './orders.js';
+import type { Hold } from './pending-points.js';
 import { MAX_AMOUNT } from './points.js';
 
 /**
@@ -137,6 +138,15 @@ export function planPut(f: Found, row: OrderRow | undefined, shop: ShopProgram):
   }
   return { ...f, row, snapshot, earnNote, difference, counters };
 }
+
+/** What a plan credits (`difference` > 0) holds back for the shop's pendingDays, for the order of our id `orderId`. */
+export function holdOf(plan: Plan, orderId: string, pendingDays: number): Hold {
+  const { put, customerId, difference } = plan;
+  return { shopId: put.shopId, customerId, orderId, points: difference, availableAt: new Date(put.now.getTime() + pendingDays * 86_400_000), description: orderDescription(put) };
+}
+
+/** How the ledger and events name an order's points. */
+export const orderDescription = (put: OrderPut) => `order ${put.orderId}`;
 
 /** The row a plan leaves: the stored one (or, for a first state, `id`'s) with the new state and counters. */
 export function plannedRow({ put, customerId, row, snapshot, earnNote, counters }: Plan, id = row?.id): OrderRow {

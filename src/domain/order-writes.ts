@@ -8,7 +8,7 @@ import { DomainError } from './errors.js';
 import { recordShopEvents, type ShopEvent } from './events.js';
 import { newId } from './ids.js';
 import { writeFirstStates } from './order-first-states.js';
-import { attempt, type Found, insertPlannedRows, isPlan, orderKey, type Outcome, type Plan, plannedRow, planPut, readContext, type UpsertResult, updatePlannedRows } from './order-plans.js';
+import { attempt, type Found, holdOf, insertPlannedRows, isPlan, orderDescription, orderKey, type Outcome, type Plan, plannedRow, planPut, readContext, type UpsertResult, updatePlannedRows } from './order-plans.js';
 import { type OrderPut, parseOrderPut, toOrder } from './orders.js';
 import { type Hold, takePendingPoints, writePendingPoints } from './pending-points.js';
 import { type BalanceChange, nextBalance, writeLockedBalanceChanges } from './points.js';
@@ -106,11 +106,11 @@ export async function writeOrders(trx: Trx, puts: OrderPut[]): Promise<Outcome[]
   const written: Plan[] = [];
   for (const plan of plans) {
     const { put, counters, customerId, difference } = plan;
-    const description = `order ${put.orderId}`;
+    const description = orderDescription(put);
     const pendingDays = context.programs.get(put.shopId)!.pendingDays;
     try {
       if (difference > 0 && pendingDays > 0) {
-        holds.push({ shopId: put.shopId, customerId, orderId: plan.row!.id, points: difference, availableAt: new Date(put.now.getTime() + pendingDays * 86_400_000), description });
+        holds.push(holdOf(plan, plan.row!.id, pendingDays));
       } else if (difference > 0) {
         balances.set(customerId, nextBalance('add', balances.get(customerId)!, difference));
         changes.push({ shopId: put.shopId, customerId, change: { op: 'add', amount: difference, type: 'earn_points', settingType: 'order', description, note: null, topic: 'points/earned' } });
