@@ -38,6 +38,7 @@ describe.skipIf(!onPostgres)('overload shedding (PostgreSQL)', () => {
       RATE_LIMIT_PER_MINUTE: '100000',
     });
     const holder = new pg.Client({ connectionString: schema.url });
+    const watcher = new pg.Client({ connectionString: schema.url });
     try {
       const { shopId, apiKey } = await t.shop();
       await t.customer(shopId, 'hot');
@@ -47,6 +48,7 @@ describe.skipIf(!onPostgres)('overload shedding (PostgreSQL)', () => {
       // Another client holds the customer's row lock: every points/add that gets a connection
       // waits on it, so the two connections stay busy and the queue fills.
       await holder.connect();
+      await watcher.connect();
       await holder.query('begin');
       await holder.query(`select 1 from customers where shop_id = $1 and shopify_customer_id = 'hot' for update`, [shopId]);
       const calls = Array.from({ length: REQUESTS }, async () => {
@@ -57,8 +59,14 @@ describe.skipIf(!onPostgres)('overload shedding (PostgreSQL)', () => {
       });
       // GraphQL is shed the same way once the queue is full: a 503 with Retry-After, not a masked
       // error in a 200. (Not awaited here: were it queued instead, it would wait for the lock.)
+      // Full means both connections wait on the holder's lock and four requests wait for them: a
+      // connection busy with background work (the relay, due work) would free a place in the queue.
+      const holderPid = (await holder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+      // Asked on another connection: inside the holder's transaction pg_stat_activity would not change.
+      const blockedByHolder = async () =>
+        Number((await watcher.query('select count(*) as n from pg_stat_activity where $1 = any(pg_blocking_pids(pid))', [holderPid])).rows[0].n);
       const full = Date.now() + HOLD_MS / 2;
-      while (t.app.database.poolStats!().waiting < 4 && Date.now() < full) await sleep(10);
+      while ((t.app.database.poolStats!().waiting < 4 || (await blockedByHolder()) < 2) && Date.now() < full) await sleep(10);
       const gql = t.post('/graphql', { query: POINTS_ADD_HOT }, apiKey);
       await sleep(HOLD_MS / 2);
       // Busy is not unreachable: the probe is shed too, and readiness stays up.
@@ -99,6 +107,7 @@ describe.skipIf(!onPostgres)('overload shedding (PostgreSQL)', () => {
       expect(metrics).toContain(`loyalty_http_requests_total{method="POST",route="/rest-api/v1/points/add",status="503"} ${shed.length}`);
     } finally {
       await holder.end().catch(() => {});
+      await watcher.end().catch(() => {});
       await t.stop();
     }
   }, 60_000);
