@@ -15,6 +15,7 @@ import * as loyaltyEngine from './2026_11_24_004_loyalty_engine.js';
 import * as shopifyConnector from './2026_11_24_005_shopify_connector.js';
 import * as programVersion from './2026_11_24_006_program_version.js';
 import * as shopDayRuns from './2026_11_24_007_shop_day_runs.js';
+import * as pointExpiry from './2026_11_24_008_point_expiry.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -31,4 +32,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_24_005_shopify_connector': shopifyConnector,
   '2026_11_24_006_program_version': programVersion,
   '2026_11_24_007_shop_day_runs': shopDayRuns,
+  '2026_11_24_008_point_expiry': pointExpiry,
 };

@@ -7,6 +7,7 @@ import type { PurgeOptions } from './db/purge.js';
 import { purgeRelayedOutboxEvents } from './domain/events.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
 import { birthdayRun } from './domain/birthday-run.js';
+import { expiryWarnings, pointExpiry } from './domain/expiry.js';
 import { pendingRelease } from './domain/pending-release.js';
 import { purgeProcessedShopifyWebhooks, SHOPIFY_INBOX_RETENTION_DAYS, shopifyInbox } from './domain/shopify-connector.js';
 import { createEventBus, type EventBus } from './events/bus.js';
@@ -62,7 +63,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
     db: database.db,
-    kinds: [pendingRelease, shopifyInbox, birthdayRun],
+    kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry],
     logger,
     now: () => new Date(options.clock?.() ?? Date.now()),
   });

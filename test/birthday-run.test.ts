@@ -5,15 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nextDay, shopPeriods, startOfShopDay } from '../src/domain/rule-awards.js';
 import { updateShopSettings } from '../src/domain/shop-settings.js';
 import { until } from './live-helpers.js';
-import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 
 const DAY = 86_400_000;
-
-/** A clock the test sets (and that stays there: a catch-up of many days takes seconds); the apps' due work compares with it. */
-function movableClock() {
-  let at: number | undefined;
-  return { now: () => at ?? Date.now(), moveTo: (to: Date) => (at = to.getTime()) };
-}
 
 /** A shop in `timezone` with a birthday rule of 30 points, and customers born on the given dates. */
 async function birthdayShop(t: TestApp, timezone: string, born: Record<string, string>) {

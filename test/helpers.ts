@@ -75,6 +75,12 @@ export async function openTestDatabase(): Promise<DatabaseHandle & { url?: strin
   };
 }
 
+/** A clock the test sets (and that stays there: a catch-up of many days takes seconds); the apps' due work compares with it. */
+export function movableClock() {
+  let at: number | undefined;
+  return { now: () => at ?? Date.now(), moveTo: (to: Date) => (at = to.getTime()) };
+}
+
 export type TestApp = {
   app: App;
   url: string;

@@ -21,6 +21,11 @@ export interface ShopsTable {
   pending_days: Defaulted<number>;
   /** Bumped by every change to what an order earns: place_order rules, currency, pending_days (order-first-states.ts caches by it). */
   program_version: Defaulted<number>;
+  /** What expires (src/domain/expiry.ts): 'none', 'inactivity' or 'per_earn'. */
+  expiry_mode: Defaulted<string>;
+  expiry_days: Defaulted<number>;
+  /** Days before an expiry its warning goes out; 0: no warnings. */
+  expiry_warning_days: Defaulted<number>;
   shopify_domain: ColumnType<string | null, string | null | undefined, string | null>;
   /** Sealed (src/webhooks/secret-box.ts), bound to the shop id. */
   shopify_webhook_secret: ColumnType<string | null, string | null | undefined, string | null>;
@@ -281,6 +286,32 @@ export interface OrdersTable {
   updated_at: Defaulted<Date>;
 }
 
+/** per_earn expiry: a credit's points still in the balance; a customer's lots sum to their balance. */
+export interface PointLotsTable {
+  id: Generated<string>;
+  shop_id: string;
+  customer_id: string;
+  points: number;
+  expires_at: Date;
+  /** When its warning is due; null once warned, or with no warnings. */
+  warn_at: Date | null;
+  created_at: Date;
+}
+
+/** inactivity expiry: when a customer's whole balance expires, moved by each points activity. */
+export interface ExpiryTimersTable {
+  customer_id: string;
+  shop_id: string;
+  expires_at: Date;
+  warn_at: Date | null;
+}
+
+/** The expiry dates a customer was warned of (once each). */
+export interface ExpiryWarningsTable {
+  customer_id: string;
+  expires_at: Date;
+}
+
 export interface PendingPointsTable {
   id: string;
   shop_id: string;
@@ -362,6 +393,9 @@ export interface Database {
   earning_rules: EarningRulesTable;
   orders: OrdersTable;
   pending_points: PendingPointsTable;
+  point_lots: PointLotsTable;
+  expiry_timers: ExpiryTimersTable;
+  expiry_warnings: ExpiryWarningsTable;
   rule_awards: RuleAwardsTable;
   shop_day_runs: ShopDayRunsTable;
   shopify_inbox: ShopifyInboxTable;

@@ -16,6 +16,8 @@ export const EVENT_TOPICS = {
   'points/pending': 'An order earned points that wait for the shop\'s pendingDays before they can be spent.',
   'points/available': 'Pending points of an order became available: they were added to the balance.',
   'points/clawed_back': 'A refund or cancellation took back points an order had earned (pending ones first, then the balance).',
+  'points/expiring': 'Points of a customer will expire soon (the shop\'s expiry warningDays before): once per customer per expiry date.',
+  'points/expired': 'Points reached their expiry and left the balance (an expire_points ledger entry).',
   'orders/created': 'An order was recorded (PUT /orders, GraphQL orderUpsert, the Shopify connector or the orders import).',
   'orders/updated': 'An order changed state: paid, refunded in part or in full, or cancelled.',
   'redemptions/created': 'A customer redeemed points for a discount code.',

@@ -20,11 +20,13 @@ export const ACTIVITY_TYPES = [
   // The loyalty engine: points an earning rule gave, and points a refund took back.
   'earn_points',
   'clawback_points',
+  // Points that reached their expiry (expiry.ts).
+  'expire_points',
 ] as const;
 export type ActivityType = (typeof ACTIVITY_TYPES)[number];
 
-/** Where a change came from: a direct API call, a customers import, a redemption, a referral, an order, another earning rule. */
-export type SettingType = 'api' | 'import' | 'redemption' | 'referral' | 'order' | 'rule';
+/** Where a change came from: a direct API call, a customers import, a redemption, a referral, an order, another earning rule, expiry. */
+export type SettingType = 'api' | 'import' | 'redemption' | 'referral' | 'order' | 'rule' | 'expiry';
 
 /** The contract's activity record. */
 export type Activity = {

@@ -2,8 +2,9 @@ import { z } from 'zod';
 import { type Selectable, sql } from 'kysely';
 import type { DB } from '../db/database.js';
 import type { ShopsTable } from '../db/schema.js';
-import type { Queryable } from '../db/transaction.js';
+import { inTransaction, type Queryable } from '../db/transaction.js';
 import { NotFoundError, RuleViolationError } from './errors.js';
+import { EXPIRY_DAYS_MAX, EXPIRY_MODES, type ExpirySettings, switchExpiryMode } from './expiry.js';
 import { currencySchema } from './money.js';
 import { MAX_AMOUNT } from './points.js';
 import { parseInput } from './validation.js';
@@ -25,6 +26,8 @@ export type ShopSettings = {
   timezone: string;
   /** Days an order's points wait before they can be spent (returns are still likely); 0: at once. */
   pendingDays: number;
+  /** What expires and when (expiry.ts); changes apply from then on. */
+  expiry: ExpirySettings;
 };
 
 /** Wide enough for any real shop, narrow enough that a typo cannot switch the limit off. */
@@ -60,6 +63,13 @@ export const shopSettingsInputSchema = z.strictObject({
   currency: currencySchema.optional(),
   timezone: z.string().trim().max(64).refine(isTimeZone, 'not an IANA time zone (such as Europe/Paris)').optional(),
   pendingDays: z.number().int().min(0).max(PENDING_DAYS_MAX).optional(),
+  expiry: z
+    .strictObject({
+      mode: z.enum(EXPIRY_MODES).optional(),
+      days: z.number().int().min(1).max(EXPIRY_DAYS_MAX).optional(),
+      warningDays: z.number().int().min(0).max(EXPIRY_DAYS_MAX - 1).optional(),
+    })
+    .optional(),
 });
 
 // Bumped by every settings change in this process, so caches of settings (the rate limiter's
@@ -79,6 +89,9 @@ const COLUMNS = [
   'currency',
   'timezone',
   'pending_days',
+  'expiry_mode',
+  'expiry_days',
+  'expiry_warning_days',
 ] as const;
 
 function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>): ShopSettings {
@@ -90,6 +103,7 @@ function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>)
     currency: row.currency,
     timezone: row.timezone,
     pendingDays: row.pending_days,
+    expiry: { mode: row.expiry_mode as ExpirySettings['mode'], days: row.expiry_days, warningDays: row.expiry_warning_days },
   };
 }
 
@@ -114,15 +128,29 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
     currency: data.currency,
     timezone: data.timezone,
     pending_days: data.pendingDays,
+    expiry_mode: data.expiry?.mode,
+    expiry_days: data.expiry?.days,
+    expiry_warning_days: data.expiry?.warningDays,
   };
   // What an order earns depends on these: an instance's cached program is stale (order-first-states.ts).
   const programChanges = data.currency !== undefined || data.pendingDays !== undefined ? { program_version: sql<number>`program_version + 1` } : {};
   if (Object.values(changes).every((v) => v === undefined)) return { settings: await getShopSettings(db, shopId) };
   if (data.currency !== undefined) await refuseCurrencyInUse(db, shopId, data.currency);
-  // Kysely leaves undefined values out of the SET list: omitted fields keep their value.
-  const row = await db.updateTable('shops').set({ ...changes, ...programChanges }).where('id', '=', shopId).returning(COLUMNS).executeTakeFirst();
+  const now = new Date();
+  const row = await inTransaction(db, async (trx) => {
+    // Locked FOR UPDATE before it is read: switchExpiryMode needs that lock, and two changes of mode wait for each other.
+    const before = data.expiry ? await trx.selectFrom('shops').select('expiry_mode').where('id', '=', shopId).forUpdate().executeTakeFirst() : undefined;
+    // Kysely leaves undefined values out of the SET list: omitted fields keep their value.
+    const after = await trx.updateTable('shops').set({ ...changes, ...programChanges }).where('id', '=', shopId).returning(COLUMNS).executeTakeFirst();
+    if (!after) throw shopNotFound(shopId);
+    if (after.expiry_warning_days >= after.expiry_days) {
+      // The whole update is refused: nothing half-applied.
+      throw new RuleViolationError('expiry_warning_too_late', `a warning ${after.expiry_warning_days} days before expiry cannot come before the points are earned (days: ${after.expiry_days})`, ['expiry', 'warningDays']);
+    }
+    if (before && before.expiry_mode !== after.expiry_mode) await switchExpiryMode(trx, shopId, after.expiry_mode as ExpirySettings['mode'], now);
+    return after;
+  });
   generation++;
-  if (!row) throw shopNotFound(shopId);
   return { settings: toSettings(row) };
 }
 

@@ -13,6 +13,7 @@ import './shop.js';
 import './order.js';
 import './earning-rule.js';
 import './shopify.js';
+import './expiry.js';
 
 export const schema = builder.toSchema();
 

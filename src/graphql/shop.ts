@@ -7,6 +7,7 @@ import {
   type Shop as ShopShape,
 } from '../domain/shops.js';
 import { builder } from './builder.js';
+import { ExpirySettings, ExpirySettingsInput } from './expiry.js';
 import { markResponseSecret } from './no-store.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -27,6 +28,7 @@ const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implem
     currency: t.exposeString('currency', { description: 'ISO 4217 (default USD). Orders in another currency earn nothing; place_order rules count in it.' }),
     timezone: t.exposeString('timezone', { description: 'IANA time zone (default UTC): the shop\'s days start at its midnight (birthdays, per-day limits).' }),
     pendingDays: t.exposeInt('pendingDays', { description: 'Days an order\'s points wait as pending before they can be spent; 0 (default): at once.' }),
+    expiry: t.field({ type: ExpirySettings, resolve: (s) => s.expiry }),
   }),
 });
 
@@ -74,6 +76,7 @@ const ShopSettingsInput = builder.inputType('ShopSettingsInput', {
     currency: t.string({ required: false, description: 'ISO 4217 code; fixed once the shop has orders or place_order rules.' }),
     timezone: t.string({ required: false, description: 'IANA time zone, such as Europe/Paris.' }),
     pendingDays: t.int({ required: false, description: '0 to 365; applies to points earned from then on.' }),
+    expiry: t.field({ type: ExpirySettingsInput, required: false }),
   }),
 });
 

@@ -1,0 +1,167 @@
+import { sql } from 'kysely';
+import type { DB } from '../db/database.js';
+import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
+import { recordShopEvents } from './events.js';
+import { writeLockedBalanceChanges } from './points.js';
+import type { DueWork } from './scheduling.js';
+
+/**
+ * Points that expire (DESIGN.md "Expiry"). The shop's mode decides what expires:
+ * - `inactivity`: the whole balance, `days` after the customer's last points activity;
+ * - `per_earn`: each credit is a lot that expires `days` after it became available, and spending
+ *   draws the lot that expires soonest.
+ * Points expire at the end of the shop-local day: earned on 1 March with 30 days, they can be
+ * spent through 31 March. The ledger keeps lots and timers itself: the `activities_expiry` trigger
+ * (migration 2026_11_24_008) turns every entry into a lot, a draw or a timer move in the statement
+ * that writes it, whichever path wrote it. This module reads them, runs the due work, and applies
+ * a change of mode.
+ */
+export const EXPIRY_MODES = ['none', 'inactivity', 'per_earn'] as const;
+export type ExpiryMode = (typeof EXPIRY_MODES)[number];
+
+export type ExpirySettings = { mode: ExpiryMode; days: number; warningDays: number };
+
+/** Long enough for any program (ten years); a typo cannot make points last forever. */
+export const EXPIRY_DAYS_MAX = 3650;
+
+/** The soonest expiry of a customer's points: how many, and when they go. Null when nothing will expire. */
+export type NextExpiry = { points: number; at: Date };
+
+/** nextExpiry of each of `customerIds` (of the shop), in their order, in one statement. */
+export async function nextExpiries(db: Queryable, shopId: string, customerIds: readonly string[]): Promise<Array<NextExpiry | null>> {
+  const { rows } = await sql<{ customer_id: string; points: number; at: Date }>`
+    select i.customer_id, x.points, x.at from unnest(${customerIds}::text[]) as i(customer_id)
+    cross join lateral (
+      select sum(l.points)::int as points, l.expires_at as at from point_lots l
+      where l.customer_id = i.customer_id and l.shop_id = ${shopId}
+        and l.expires_at = (select min(expires_at) from point_lots where customer_id = i.customer_id and shop_id = ${shopId})
+      group by l.expires_at
+      union all
+      select c.points, t.expires_at from expiry_timers t join customers c on c.id = t.customer_id
+      where t.customer_id = i.customer_id and t.shop_id = ${shopId} and c.points > 0
+    ) x`.execute(db);
+  const byCustomer = new Map(rows.map((r) => [r.customer_id, { points: r.points, at: r.at }]));
+  return customerIds.map((id) => byCustomer.get(id) ?? null);
+}
+
+/**
+ * Applies a change of mode, in the settings' transaction: from then on (docs/expiry.md). Leaving
+ * a mode drops its lots or timers (nothing expires by them any more); entering one starts every
+ * positive balance afresh, as if earned now. The caller holds the shop row FOR UPDATE: every
+ * ledger write of the shop holds its KEY SHARE lock (the activities foreign key) until it
+ * commits, so taking it waited for the writes in flight, and the ones after it wait for this
+ * commit and then see the new mode; no entry falls between the two.
+ */
+export async function switchExpiryMode(trx: Trx, shopId: string, mode: ExpiryMode, now: Date): Promise<void> {
+  await trx.deleteFrom('point_lots').where('shop_id', '=', shopId).execute();
+  await trx.deleteFrom('expiry_timers').where('shop_id', '=', shopId).execute();
+  await sql`delete from expiry_warnings w using customers c where c.id = w.customer_id and c.shop_id = ${shopId}`.execute(trx);
+  if (mode === 'none') return;
+  const table = mode === 'per_earn' ? sql`point_lots (shop_id, customer_id, points, expires_at, warn_at, created_at)` : sql`expiry_timers (shop_id, customer_id, expires_at, warn_at)`;
+  const extra = mode === 'per_earn' ? sql`c.points, e.expires_at, expiry_warn_at(e.expires_at, s.timezone, s.expiry_warning_days), ${now}::timestamptz` : sql`e.expires_at, expiry_warn_at(e.expires_at, s.timezone, s.expiry_warning_days)`;
+  await sql`
+    insert into ${table}
+    select c.shop_id, c.id, ${extra}
+    from customers c join shops s on s.id = c.shop_id
+    cross join lateral (select expiry_at(${now}::timestamptz, s.timezone, s.expiry_days) as expires_at) e
+    where c.shop_id = ${shopId} and c.points > 0`.execute(trx);
+}
+
+/**
+ * Expired points leave the balance: for each customer with due lots (per_earn) or a due timer
+ * (inactivity), one `expire_points` entry and a `points/expired` event. Customers are claimed
+ * FOR UPDATE SKIP LOCKED in id order, `limit` per transaction: a customer's row lock guards their
+ * lots, so a live write waits at most for one short batch, and two instances never take the same
+ * customer. The entry's draw (the trigger) takes the due lots, which are the soonest.
+ */
+export const pointExpiry: DueWork = {
+  name: 'point_expiry',
+  async runDue(db: DB, now: Date, limit: number): Promise<number> {
+    return inTransaction(db, async (trx) => {
+      const claimed = await sql<{ id: string }>`
+        with due as (
+          (select customer_id from point_lots where expires_at <= ${now} order by expires_at limit ${limit})
+          union
+          (select customer_id from expiry_timers where expires_at <= ${now} order by expires_at limit ${limit})
+        )
+        select c.id from customers c where c.id in (select customer_id from due)
+        order by c.id limit ${limit} for no key update of c skip locked`.execute(trx);
+      const ids = claimed.rows.map((r) => r.id);
+      if (ids.length === 0) return 0;
+      // Read under the locks just taken (a new statement, a new snapshot): what is due now cannot move.
+      const { rows } = await sql<{ id: string; shop_id: string; points: number; lots: number | null; timer_at: Date | null }>`
+        select c.id, c.shop_id, c.points,
+          (select sum(l.points)::int from point_lots l where l.customer_id = c.id and l.expires_at <= ${now}) as lots,
+          (select t.expires_at from expiry_timers t where t.customer_id = c.id and t.expires_at <= ${now}) as timer_at
+        from customers c where c.id = any(${ids}::text[]) order by c.id`.execute(trx);
+      const changes = rows.flatMap((r) => {
+        // A timer expires the whole balance; lots expire what is left of them.
+        const amount = r.timer_at ? r.points : Math.min(r.lots ?? 0, r.points);
+        if (amount <= 0) return [];
+        const description = r.timer_at ? 'points expired after inactivity' : 'points expired';
+        return [{ shopId: r.shop_id, customerId: r.id, change: { op: 'subtract' as const, amount, type: 'expire_points' as const, settingType: 'expiry' as const, description, note: null, topic: 'points/expired' as const } }];
+      });
+      if (changes.length) await writeLockedBalanceChanges(trx, changes);
+      await trx.deleteFrom('expiry_timers').where('customer_id', 'in', ids).where('expires_at', '<=', now).execute();
+      await trx.deleteFrom('expiry_warnings').where('customer_id', 'in', ids).where('expires_at', '<=', now).execute();
+      return rows.length;
+    });
+  },
+  async oldestDue(db: DB, now: Date): Promise<Date | null> {
+    return oldest(db, 'expires_at', now);
+  },
+};
+
+/**
+ * `points/expiring` events, warningDays before an expiry: one per customer per expiry date, with
+ * the points that will go then. Lots and timers whose warning fell due are claimed FOR UPDATE
+ * SKIP LOCKED (not their customers: a warning moves no balance) and their warn_at cleared;
+ * expiry_warnings' key makes a date warned once even when lots of it were warned apart.
+ */
+export const expiryWarnings: DueWork = {
+  name: 'expiry_warnings',
+  async runDue(db: DB, now: Date, limit: number): Promise<number> {
+    return inTransaction(db, async (trx) => {
+      const { rows } = await sql<{ shop_id: string; customer_id: string; expires_at: Date; points: number; items: number; fresh: boolean }>`
+        with lots as (
+          update point_lots l set warn_at = null
+          where l.id in (select id from point_lots where warn_at <= ${now} order by warn_at limit ${limit} for update skip locked)
+          returning l.shop_id, l.customer_id, l.expires_at
+        ), timers as (
+          update expiry_timers t set warn_at = null
+          where t.customer_id in (select customer_id from expiry_timers where warn_at <= ${now} order by warn_at limit ${limit} for update skip locked)
+          returning t.shop_id, t.customer_id, t.expires_at
+        ), claimed as (
+          select shop_id, customer_id, expires_at, count(*)::int as items from (select * from lots union all select * from timers) x
+          group by shop_id, customer_id, expires_at
+        ), warned as (
+          insert into expiry_warnings (customer_id, expires_at)
+          select customer_id, expires_at from claimed where expires_at > ${now}
+          on conflict do nothing
+          returning customer_id, expires_at
+        )
+        select c.shop_id, c.customer_id, c.expires_at, c.items, w.customer_id is not null as fresh, coalesce(
+          (select sum(l.points)::int from point_lots l where l.customer_id = c.customer_id and l.expires_at = c.expires_at),
+          (select cu.points from customers cu join expiry_timers t on t.customer_id = cu.id where cu.id = c.customer_id and t.expires_at = c.expires_at),
+          0) as points
+        from claimed c left join warned w on w.customer_id = c.customer_id and w.expires_at = c.expires_at
+        order by c.customer_id, c.expires_at`.execute(trx);
+      const events = rows
+        .filter((r) => r.fresh && r.points > 0)
+        .map((r) => ({ shopId: r.shop_id, type: 'points/expiring' as const, data: { customer: r.customer_id, points: r.points, expiresAt: r.expires_at.toISOString() } }));
+      await recordShopEvents(trx, events);
+      return rows.reduce((n, r) => n + r.items, 0);
+    });
+  },
+  async oldestDue(db: DB, now: Date): Promise<Date | null> {
+    return oldest(db, 'warn_at', now);
+  },
+};
+
+async function oldest(db: DB, column: 'expires_at' | 'warn_at', now: Date): Promise<Date | null> {
+  const { rows } = await sql<{ at: Date | null }>`
+    select least(
+      (select min(${sql.ref(column)}) from point_lots where ${sql.ref(column)} <= ${now}),
+      (select min(${sql.ref(column)}) from expiry_timers where ${sql.ref(column)} <= ${now})) as at`.execute(db);
+  return rows[0]?.at ?? null;
+}
