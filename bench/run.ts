@@ -8,6 +8,7 @@ import { runCleanups } from './lib/cleanup.js';
 import { describeMachine } from './lib/machine.js';
 import { benchDatabaseUrl } from './lib/postgres.js';
 import { type BenchOptions, SCALE_PARTS, type Scenario } from './lib/scenario.js';
+import { expiry } from './scenarios/expiry.js';
 import { isolation } from './scenarios/isolation.js';
 import { memory } from './scenarios/memory.js';
 import { orders } from './scenarios/orders.js';
@@ -19,7 +20,7 @@ import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry];
 // Run only when named: it builds databases of millions of rows and takes many minutes.
 const ON_REQUEST = new Set(['scale']);
 

@@ -1,15 +1,16 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../src/db/schema.js';
 import { PREPARED } from '../src/db/database.js';
 import { birthdayRun } from '../src/domain/birthday-run.js';
+import { nextExpiries, pointExpiry } from '../src/domain/expiry.js';
 import { findCustomer, listCustomers } from '../src/domain/customers.js';
 import { listDiscountCodes, listDiscountCodesOfCustomers } from '../src/domain/discount-codes.js';
 import { writeFirstStates } from '../src/domain/order-first-states.js';
 import { parseOrderPut } from '../src/domain/orders.js';
 import { encodeCursor, encodeTimeCursor } from '../src/domain/pagination.js';
-import { listActivities, listActivitiesOfCustomers } from '../src/domain/points.js';
+import { listActivities, listActivitiesOfCustomers, writeBalanceChange } from '../src/domain/points.js';
 import { listReferees, listRefereesOfReferrers, pageReferees } from '../src/domain/referrals.js';
 import { getDelivery, listAttemptsOfDeliveries, listDeliveries, listDeliveriesPage } from '../src/domain/webhook-deliveries.js';
 import { buildLargeShop, deliveryId, LARGE_TABLES, subscriptionId } from './fixtures/large-shop.js';
@@ -169,6 +170,53 @@ describe.skipIf(!onPostgres)('query plans at scale (PostgreSQL)', () => {
       await client.query('deallocate all');
       client.release();
     }
+  });
+
+  /**
+   * Runs `call` on one connection with auto_explain, which also shows the statements a trigger
+   * runs (the ledger's expiry trigger); returns the problems found in every plan.
+   */
+  async function nestedPlansOf(call: (db: Kysely<Database>) => Promise<unknown>): Promise<string[]> {
+    const single = new pg.Pool({ connectionString: handle.url, max: 1 });
+    const plans: Array<{ 'Query Text': string; Plan: PlanNode }> = [];
+    single.on('connect', (client) => {
+      client.on('notice', (notice) => {
+        const text = notice.message ?? '';
+        if (text.includes('"Plan"')) plans.push(JSON.parse(text.slice(text.indexOf('{'))));
+      });
+    });
+    const traced = new Kysely<Database>({ dialect: new PostgresDialect({ pool: single }) });
+    try {
+      await sql`load 'auto_explain'`.execute(traced);
+      for (const setting of ['log_min_duration = 0', 'log_nested_statements = on', 'log_analyze = on', 'log_timing = off', "log_format = 'json'", "log_level = 'notice'"]) {
+        await sql.raw(`set auto_explain.${setting}`).execute(traced);
+      }
+      await call(traced);
+    } finally {
+      await traced.destroy();
+    }
+    expect(plans.length).toBeGreaterThan(0);
+    return plans.flatMap((p) => problemsOf(p.Plan).map((problem) => `${problem} in: ${p['Query Text']}`));
+  }
+
+  it('expiry reads lots by customer, even when all of them fell due since the last statistics', async () => {
+    // per_earn with every balance in lots: three of 1 point per customer, a hundred of 1,000 for the heavy one.
+    await pool.query(`update shops set expiry_mode = 'per_earn' where id = $1`, [SHOP]);
+    await pool.query(`insert into point_lots (shop_id, customer_id, points, expires_at, created_at)
+      select $1, 'c_' || (1 + g / 3), 1, '2100-01-01', now() from generate_series(0, 299999) g`, [SHOP]);
+    await pool.query(`insert into point_lots (shop_id, customer_id, points, expires_at, created_at)
+      select $1, 'c_heavy', 1000, '2100-01-01', now() from generate_series(1, 100) g`, [SHOP]);
+    await pool.query(`analyze point_lots`);
+    // Then the dates move: the statistics still say every lot expires in 2100, and none is due.
+    await pool.query(`update point_lots set expires_at = expires_at + id * interval '1 second' where customer_id = 'c_heavy'`);
+    await pool.query(`update point_lots set expires_at = '2026-06-01' where customer_id <> 'c_heavy'`);
+    const problems = await nestedPlansOf(async (traced) => {
+      expect(await pointExpiry.runDue(traced, new Date('2026-06-02T00:00:00Z'), 50)).toBeGreaterThan(0);
+      // A debit draws the soonest lots of its customer only.
+      expect(await writeBalanceChange(traced, SHOP, { customerId: 'c_heavy' }, { op: 'subtract', amount: 1500, type: 'subtract_points', settingType: 'api', description: null, note: null })).toBeDefined();
+      expect((await nextExpiries(traced, SHOP, ['c_heavy', 'c_99999']))[0]).toMatchObject({ points: 500 });
+    });
+    expect(problems).toEqual([]);
   });
 
   it('catches the shapes it is meant to catch', async () => {

@@ -21,6 +21,9 @@ export type ExpiryMode = (typeof EXPIRY_MODES)[number];
 
 export type ExpirySettings = { mode: ExpiryMode; days: number; warningDays: number };
 
+/** How many due lots a sweep reads per customer it means to claim. */
+const LOTS_PER_CUSTOMER = 10;
+
 /** Long enough for any program (ten years); a typo cannot make points last forever. */
 export const EXPIRY_DAYS_MAX = 3650;
 
@@ -32,12 +35,13 @@ export async function nextExpiries(db: Queryable, shopId: string, customerIds: r
   const { rows } = await sql<{ customer_id: string; points: number; at: Date }>`
     select i.customer_id, x.points, x.at from unnest(${customerIds}::text[]) as i(customer_id)
     cross join lateral (
-      select sum(l.points)::int as points, l.expires_at as at from point_lots l
+      -- By customer alone, grouped in the index's order: a condition on expires_at could lead the
+      -- planner to the due index and through every lot of that date.
+      (select sum(l.points)::int as points, l.expires_at as at from point_lots l
       where l.customer_id = i.customer_id and l.shop_id = ${shopId}
-        and l.expires_at = (select min(expires_at) from point_lots where customer_id = i.customer_id and shop_id = ${shopId})
-      group by l.expires_at
+      group by l.expires_at order by l.expires_at limit 1)
       union all
-      select c.points, t.expires_at from expiry_timers t join customers c on c.id = t.customer_id
+      select c.points::int, t.expires_at from expiry_timers t join customers c on c.id = t.customer_id
       where t.customer_id = i.customer_id and t.shop_id = ${shopId} and c.points > 0
     ) x`.execute(db);
   const byCustomer = new Map(rows.map((r) => [r.customer_id, { points: r.points, at: r.at }]));
@@ -70,9 +74,10 @@ export async function switchExpiryMode(trx: Trx, shopId: string, mode: ExpiryMod
 /**
  * Expired points leave the balance: for each customer with due lots (per_earn) or a due timer
  * (inactivity), one `expire_points` entry and a `points/expired` event. Customers are claimed
- * FOR UPDATE SKIP LOCKED in id order, `limit` per transaction: a customer's row lock guards their
- * lots, so a live write waits at most for one short batch, and two instances never take the same
- * customer. The entry's draw (the trigger) takes the due lots, which are the soonest.
+ * FOR UPDATE SKIP LOCKED in id order, at most `limit` per transaction: a customer's row lock
+ * guards their lots, so a live write waits at most for one short batch, and two instances never
+ * take the same customer. The entry's draw (the trigger) takes the due lots, which are the
+ * soonest. Counts lots and timers done, so a batch of customers with many lots each is full.
  */
 export const pointExpiry: DueWork = {
   name: 'point_expiry',
@@ -80,7 +85,8 @@ export const pointExpiry: DueWork = {
     return inTransaction(db, async (trx) => {
       const claimed = await sql<{ id: string }>`
         with due as (
-          (select customer_id from point_lots where expires_at <= ${now} order by expires_at limit ${limit})
+          -- A customer has several lots due at once, typically: look further than limit lots for limit customers.
+          (select customer_id from point_lots where expires_at <= ${now} order by expires_at limit ${limit * LOTS_PER_CUSTOMER})
           union
           (select customer_id from expiry_timers where expires_at <= ${now} order by expires_at limit ${limit})
         )
@@ -89,11 +95,16 @@ export const pointExpiry: DueWork = {
       const ids = claimed.rows.map((r) => r.id);
       if (ids.length === 0) return 0;
       // Read under the locks just taken (a new statement, a new snapshot): what is due now cannot move.
-      const { rows } = await sql<{ id: string; shop_id: string; points: number; lots: number | null; timer_at: Date | null }>`
-        select c.id, c.shop_id, c.points,
-          (select sum(l.points)::int from point_lots l where l.customer_id = c.id and l.expires_at <= ${now}) as lots,
-          (select t.expires_at from expiry_timers t where t.customer_id = c.id and t.expires_at <= ${now}) as timer_at
-        from customers c where c.id = any(${ids}::text[]) order by c.id`.execute(trx);
+      // Each customer's lots by customer alone (FILTER, not WHERE, on the date): with a condition on
+      // expires_at the planner may walk the due index instead, through every lot due, per customer.
+      const { rows } = await sql<{ id: string; shop_id: string; points: number; lots: number | null; items: number; timer_at: Date | null }>`
+        select c.id, c.shop_id, c.points, d.lots, d.items + (t.expires_at is not null)::int as items, t.expires_at as timer_at
+        from customers c
+        cross join lateral (
+          select (sum(l.points) filter (where l.expires_at <= ${now}))::int as lots, (count(*) filter (where l.expires_at <= ${now}))::int as items
+          from point_lots l where l.customer_id = c.id) d
+        left join expiry_timers t on t.customer_id = c.id and t.expires_at <= ${now}
+        where c.id = any(${ids}::text[]) order by c.id`.execute(trx);
       const changes = rows.flatMap((r) => {
         // A timer expires the whole balance; lots expire what is left of them.
         const amount = r.timer_at ? r.points : Math.min(r.lots ?? 0, r.points);
@@ -102,9 +113,10 @@ export const pointExpiry: DueWork = {
         return [{ shopId: r.shop_id, customerId: r.id, change: { op: 'subtract' as const, amount, type: 'expire_points' as const, settingType: 'expiry' as const, description, note: null, topic: 'points/expired' as const } }];
       });
       if (changes.length) await writeLockedBalanceChanges(trx, changes);
-      await trx.deleteFrom('expiry_timers').where('customer_id', 'in', ids).where('expires_at', '<=', now).execute();
+      const timedOut = rows.filter((r) => r.timer_at).map((r) => r.id);
+      if (timedOut.length) await trx.deleteFrom('expiry_timers').where('customer_id', 'in', timedOut).execute();
       await trx.deleteFrom('expiry_warnings').where('customer_id', 'in', ids).where('expires_at', '<=', now).execute();
-      return rows.length;
+      return rows.reduce((n, r) => n + r.items, 0);
     });
   },
   async oldestDue(db: DB, now: Date): Promise<Date | null> {
