@@ -53,6 +53,19 @@ mutation Redeem {
   }
 }
 
+# When the customer's soonest points expire (null with the shop's default expiry mode, none).
+query NextExpiry {
+  customer(identifier: "demo-1001") { points nextExpiry { points at } }
+}
+
+# Each credit expires a year after it became available, with a warning (points/expiring) 30 days before.
+mutation ExpireAfterAYear {
+  shopSettingsUpdate(input: { expiry: { mode: per_earn, days: 365, warningDays: 30 } }) {
+    settings { expiry { mode days warningDays } }
+    userErrors { code field message }
+  }
+}
+
 # Runs until stopped; add or redeem points meanwhile to see events arrive.
 subscription PointsEvents {
   events(topics: ["points/*", "redemptions/created"]) { id type timestamp data }

@@ -276,7 +276,15 @@ const eventEnvelope = <T extends string, D extends z.ZodType>(topics: readonly [
 
 export const webhookEventSchema = z
   .union([
-    eventEnvelope(['points/added', 'points/subtracted', 'points/updated', 'points/earned', 'points/available'], activitySchema),
+    eventEnvelope(['points/added', 'points/subtracted', 'points/updated', 'points/earned', 'points/available', 'points/expired'], activitySchema),
+    eventEnvelope(
+      ['points/expiring'],
+      z.strictObject({
+        customer: idSchema,
+        points: z.int().meta({ description: 'What will expire then, as of the warning' }),
+        expiresAt: timestampSchema.meta({ description: 'When they leave the balance: the start of the shop-local day after their last one' }),
+      }),
+    ),
     eventEnvelope(['points/clawed_back'], z.union([activitySchema, pendingChangeSchema])),
     eventEnvelope(['points/pending'], pendingChangeSchema),
     eventEnvelope(['orders/created', 'orders/updated'], orderSchema),
