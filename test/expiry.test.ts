@@ -298,7 +298,7 @@ async function shopWithLots(t: TestApp, customers: number) {
 }
 
 describe.runIf(onPostgres)('on PostgreSQL, under concurrency', () => {
-  it('expiry running while the same customers spend: never a negative balance, the lots always sum to it, the ledger exact', async () => {
+  it('expiry running while the same customers redeem and spend: never a negative balance, the lots always sum to it, the ledger exact', async () => {
     const pg = await isolatedPostgresUrl();
     const clock = movableClock();
     const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
@@ -306,8 +306,13 @@ describe.runIf(onPostgres)('on PostgreSQL, under concurrency', () => {
     try {
       const shop = await shopWithLots(a, 20);
       clock.moveTo(new Date(shop.next.getTime() + SECOND));
-      // Each customer has 30: 20 of it due. Spends of 7 race the sweeps of two instances.
-      const spends = shop.ids.flatMap((id) => [1, 2, 3].map(() => pointsOp(a, shop.apiKey, 'substract', id, 7)));
+      const reward = (await createPointsRedemption(a.app.database.db, shop.shopId, { name: '$1 off', type: 'amount', discountPrefix: 'ONE-', rewardValue: 7, discountValue: 1 })).pointsRedemption;
+      // Each customer has 30: 20 of it due. Redemptions and subtractions of 7 race the sweeps of two instances.
+      const spends = shop.ids.flatMap((id) => [
+        pointsOp(a, shop.apiKey, 'substract', id, 7),
+        b.post('/rest-api/v1/pointsRedemptions', { customerIdentifier: id, pointsAmount: 7, rewardId: reward._id }, shop.apiKey),
+        a.post('/rest-api/v1/pointsRedemptions', { customerIdentifier: id, pointsAmount: 7, rewardId: reward._id }, shop.apiKey),
+      ]);
       const [answers] = await Promise.all([Promise.all(spends), a.app.scheduler.runDue(), b.app.scheduler.runDue(), b.app.scheduler.runDue()]);
       await a.app.scheduler.runDue();
       const statuses = answers.map((r) => r.status);
@@ -324,7 +329,7 @@ describe.runIf(onPostgres)('on PostgreSQL, under concurrency', () => {
         expect(lots.every(([, at]) => at === expiresFromToday(30, 'UTC').toISOString())).toBe(true);
         expect(c.points).toBeLessThanOrEqual(10);
         const moved = (type: string) => entries.filter((e) => e.type === type).reduce((n, e) => n + e.old_points - e.new_points, 0);
-        expect(30 - moved('subtract_points') - moved('expire_points')).toBe(c.points);
+        expect(30 - moved('subtract_points') - moved('redeem_points') - moved('expire_points')).toBe(c.points);
       }
     } finally {
       await a.stop();
