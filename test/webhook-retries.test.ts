@@ -6,6 +6,7 @@ import { createEarningRule } from '../src/domain/earning-rules.js';
 import { EVENT_TOPICS } from '../src/domain/events.js';
 import { newId } from '../src/domain/ids.js';
 import { upsertOrder } from '../src/domain/order-writes.js';
+import { expiryWarnings, pointExpiry } from '../src/domain/expiry.js';
 import { pendingRelease } from '../src/domain/pending-release.js';
 import { changePoints } from '../src/domain/points.js';
 import { createPointsRedemption, redeemPoints } from '../src/domain/redemptions.js';
@@ -283,6 +284,8 @@ describe('leases', () => {
 describe('every topic is delivered, data being the resource after the change', () => {
   it('customers, points, orders, redemptions, referrals', async () => {
     const { shop } = await createShop(handle.db, 'All topics');
+    // Every credit expires 10 days on, with a warning 3 days before (points/expiring, points/expired).
+    await updateShopSettings(handle.db, shop.id, { expiry: { mode: 'per_earn', days: 10, warningDays: 3 } });
     const path = `/hook/${newId()}`;
     const subscriptions = await Promise.all(
       ['customers/*', 'points/*', 'orders/*', 'redemptions/*', 'referrals/*'].map((topic) =>
@@ -292,7 +295,8 @@ describe('every topic is delivered, data being the resource after the change', (
       ),
     );
     expect(subscriptions).toHaveLength(5);
-    const w = worker();
+    // A generous timeout: on a loaded machine a 1-s one failed a send, which then waited for its retry.
+    const w = worker({ timeoutMs: 10_000 });
     const relay = createOutboxRelay({ db: handle.db, logger, handlers: [w.outboxHandler] });
 
     await upsertCustomer(handle.db, shop.id, { shopifyCustomerId: 'ref-1', email: 'ref-1@example.com' });
@@ -313,6 +317,8 @@ describe('every topic is delivered, data being the resource after the change', (
     await upsertOrder(handle.db, shop.id, 'O-1', { ...order, status: 'refunded', refunded: '20.00' });
     const code = await getReferralCode(handle.db, shop.id, { customerIdentifier: 'ref-1' });
     await registerReferral(handle.db, shop.id, { referralCode: code, customer: { shopifyCustomerId: 'ref-2', email: 'ref-2@example.com' } });
+    expect(await expiryWarnings.runDue(handle.db, new Date(Date.now() + 9 * 86_400_000), 100)).toBeGreaterThan(0);
+    expect(await pointExpiry.runDue(handle.db, new Date(Date.now() + 14 * 86_400_000), 100)).toBeGreaterThan(0);
     while ((await relay.relayBatch()) > 0);
     await w.drain();
 
@@ -333,6 +339,8 @@ describe('every topic is delivered, data being the resource after the change', (
     expect(byType.get('points/clawed_back').data).toMatchObject({ type: 'clawback_points', oldPoints: 220, newPoints: 200 });
     expect(byType.get('orders/updated').data).toMatchObject({ orderId: 'O-1', status: 'refunded', pointsEarned: 0, pointsClawedBack: 20 });
     expect(byType.get('points/earned').data).toMatchObject({ type: 'earn_points', settingType: 'rule', newPoints: 10 });
+    expect(byType.get('points/expiring').data).toMatchObject({ points: expect.any(Number), expiresAt: expect.any(String) });
+    expect(byType.get('points/expired').data).toMatchObject({ type: 'expire_points', settingType: 'expiry', newPoints: 0 });
   });
 });
 
