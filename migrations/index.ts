@@ -16,6 +16,7 @@ import * as shopifyConnector from './2026_11_24_005_shopify_connector.js';
 import * as programVersion from './2026_11_24_006_program_version.js';
 import * as shopDayRuns from './2026_11_24_007_shop_day_runs.js';
 import * as pointExpiry from './2026_11_24_008_point_expiry.js';
+import * as customerAccessTokens from './2026_11_24_010_customer_access_tokens.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -33,4 +34,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_24_006_program_version': programVersion,
   '2026_11_24_007_shop_day_runs': shopDayRuns,
   '2026_11_24_008_point_expiry': pointExpiry,
+  '2026_11_24_010_customer_access_tokens': customerAccessTokens,
 };

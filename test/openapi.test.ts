@@ -259,6 +259,17 @@ describe('live responses match the document', () => {
     await expectDocumented('GET', '/referral/referee', '/referral/referee?customerIdentifier=nobody&page=1&pageSize=10', 404);
   });
 
+  it('customer access tokens', async () => {
+    await t.customer(shop.shopId, 'c-token', 0);
+    const created = await expectDocumented('POST', '/customerAccessTokens', '/customerAccessTokens', 201, { body: { customerIdentifier: 'c-token', expiresInSeconds: 600 } });
+    expect(created.headers.get('cache-control')).toBe('no-store');
+    await expectDocumented('POST', '/customerAccessTokens', '/customerAccessTokens', 400, { body: { customerIdentifier: 'c-token', expiresInSeconds: 86_401 } });
+    await expectDocumented('POST', '/customerAccessTokens', '/customerAccessTokens', 404, { body: { customerIdentifier: 'nobody' } });
+    const revoked = await expectDocumented('POST', '/customerAccessTokens/revoke', '/customerAccessTokens/revoke', 200, { body: { customerIdentifier: 'c-token' } });
+    expect(revoked.body.revokedCount).toBe(1);
+    await expectDocumented('POST', '/customerAccessTokens/revoke', '/customerAccessTokens/revoke', 404, { body: { customerIdentifier: 'nobody' } });
+  });
+
   it('deliveries, their replay, and webhook bodies as the document describes them', async () => {
     // points/* (add, two subtracts, update) and redemptions/* (one) so far.
     const received = await receiver.waitFor(5, 20_000);

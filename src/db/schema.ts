@@ -312,6 +312,18 @@ export interface ExpiryWarningsTable {
   expires_at: Date;
 }
 
+/** A customer's storefront credential (customer-access-tokens.ts): only its hash is kept. */
+export interface CustomerAccessTokensTable {
+  id: string;
+  shop_id: string;
+  customer_id: string;
+  prefix: string;
+  token_hash: string;
+  expires_at: Date;
+  revoked_at: Date | null;
+  created_at: Defaulted<Date>;
+}
+
 export interface PendingPointsTable {
   id: string;
   shop_id: string;
@@ -396,6 +408,7 @@ export interface Database {
   point_lots: PointLotsTable;
   expiry_timers: ExpiryTimersTable;
   expiry_warnings: ExpiryWarningsTable;
+  customer_access_tokens: CustomerAccessTokensTable;
   rule_awards: RuleAwardsTable;
   shop_day_runs: ShopDayRunsTable;
   shopify_inbox: ShopifyInboxTable;

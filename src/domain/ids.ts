@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 const ID_PATTERN = /^[0-9a-f]{24}$/;
 
@@ -43,3 +43,8 @@ export function randomString(length: number, alphabet: string): string {
 
 /** Letters and digits a person can read out and type without confusion: no 0/O, no 1/I/L. */
 export const READABLE_ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';
+
+/** SHA-256 of a secret (an API key, a customer access token): what is stored instead of it. */
+export function sha256(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}

@@ -1,9 +1,9 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { Queryable } from '../db/transaction.js';
 import { ConflictError, NotFoundError, RuleViolationError } from './errors.js';
-import { newId, randomString } from './ids.js';
+import { newId, randomString, sha256 } from './ids.js';
 import { parseInput } from './validation.js';
 import { singleFlight } from './single-flight.js';
 
@@ -19,10 +19,6 @@ const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 // `lk_<prefix>_<secret>`: the prefix is public (it finds the row and names the key in listings),
 // the secret carries ~238 bits of randomness and is never stored, only its SHA-256.
 const KEY_PATTERN = /^lk_([a-z0-9]{10})_[A-Za-z0-9]{40}$/;
-
-function sha256(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
-}
 
 export async function createShop(db: DB, name: string): Promise<{ shop: Shop; apiKey: string }> {
   return db.transaction().execute(async (trx) => {

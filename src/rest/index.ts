@@ -5,6 +5,7 @@ import { idempotencyHooks } from '../http/idempotency.js';
 import { rateLimitHook } from '../http/rate-limit.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
+import { registerCustomerAccessTokenRoutes } from './customer-access-tokens.js';
 import { registerEarningRuleRoutes } from './earning-rules.js';
 import { registerOrderRoutes } from './orders.js';
 import { registerPointsRoutes } from './points.js';
@@ -27,4 +28,5 @@ export async function restApi(app: FastifyInstance, opts: { db: DB; rateLimiter:
   registerWebhookRoutes(app, opts.webhooks);
   registerOrderRoutes(app, opts.db);
   registerEarningRuleRoutes(app, opts.db);
+  registerCustomerAccessTokenRoutes(app, opts.db);
 }

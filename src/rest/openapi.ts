@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
+import { customerAccessTokenInputSchema, customerAccessTokensRevokeInputSchema } from '../domain/customer-access-tokens.js';
 import { EVENT_TOPICS } from '../domain/events.js';
 import { customerPageQuerySchema } from '../domain/offset-pages.js';
 import { orderIdSchema, orderInputSchema } from '../domain/orders.js';
@@ -12,11 +13,13 @@ import { REST_PREFIX } from './index.js';
 import { SHOPIFY_WEBHOOKS_PATH } from './shopify-webhooks.js';
 import {
   activitySchema,
+  customerSchema,
   earningRuleSchema,
   idSchema,
   orderSchema,
   pointsRedemptionSchema,
   refereeSchema,
+  timestampSchema,
   webhookDeliveryDetailSchema,
   webhookDeliverySchema,
   webhookEventSchema,
@@ -305,6 +308,24 @@ export const REST_ROUTES: readonly Route[] = [
     errors: { 404: ['customer_not_found', 'rule_not_found'], 422: ['rule_inactive', 'action_limit_reached', 'points_limit_exceeded'] },
   },
   {
+    method: 'post', path: '/customerAccessTokens', operationId: 'customerAccessTokenCreate', tag: 'Storefront', summary: 'A token for one customer\'s storefront',
+    description: 'For the shop\'s backend: the browser holds this token (`ct_…`) instead of the API key. It lives `expiresInSeconds` (60 to 86,400; default 3,600) and is shown only here: only its hash is stored.',
+    body: { schema: customerAccessTokenInputSchema, example: { customerIdentifier: 'ada@example.com', expiresInSeconds: 3600 } },
+    success: {
+      status: 201,
+      description: 'The token',
+      schema: ok('CustomerAccessTokenCreated', { accessToken: z.string().meta({ example: 'ct_abcdefghij_…' }), expiresAt: timestampSchema, customer: customerSchema }, 'Customer access token created'),
+    },
+    errors: { 404: ['customer_not_found'] },
+  },
+  {
+    method: 'post', path: '/customerAccessTokens/revoke', operationId: 'customerAccessTokensRevoke', tag: 'Storefront', summary: 'Revoke every token of a customer',
+    description: 'At once: the customer\'s storefront sessions end (a logout everywhere, a lost device).',
+    body: { schema: customerAccessTokensRevokeInputSchema, example: { customerIdentifier: 'ada@example.com' } },
+    success: { status: 200, description: 'How many live tokens were revoked', schema: ok('CustomerAccessTokensRevoked', { revokedCount: z.int() }, 'Customer access tokens revoked') },
+    errors: { 404: ['customer_not_found'] },
+  },
+  {
     method: 'get', path: '/orders/:orderId', operationId: 'order', tag: 'Orders', summary: 'An order and what it earned',
     params: z.object({ orderId: orderIdSchema.meta({ description: 'The shop\'s own order id' }) }),
     success: { status: 200, description: 'The order', schema: ok('OrderRetrieved', { order: orderSchema }, 'Order retrieved') },
@@ -476,6 +497,7 @@ function buildDocument() {
       { name: 'Referrals', description: 'Referral codes and referees' },
       { name: 'Webhooks', description: 'Subscriptions, the topic catalog and delivery records' },
       { name: 'Orders', description: 'Orders as the shop sends them, the earning rules, and the points they earn' },
+      { name: 'Storefront', description: 'Customer access tokens, for a storefront in the browser' },
     ],
     servers: [server(DEFAULT_ORIGIN)],
     security: [{ apiKey: [] }],

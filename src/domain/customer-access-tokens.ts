@@ -1,0 +1,75 @@
+import { timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import type { Queryable } from '../db/transaction.js';
+import { type Customer, customerIdentifierSchema, getCustomer, toCustomer } from './customers.js';
+import { newId, randomString, sha256 } from './ids.js';
+import { parseInput } from './validation.js';
+
+/**
+ * Customer access tokens (DESIGN.md "Storefront access"): the shop's backend, with its API key,
+ * mints a token for one customer; a storefront in the browser holds it instead of the key. A token
+ * lives at most 24 hours and can be revoked, with every other token of its customer, at once.
+ * Only its SHA-256 is stored; it is found by its public prefix and compared in constant time.
+ */
+export type CustomerAccessToken = { accessToken: string; expiresAt: Date; customer: Customer };
+
+/** Who a valid token speaks for. */
+export type TokenHolder = { shopId: string; customerId: string; expiresAt: Date };
+
+export const TOKEN_LIFETIME = { defaultSeconds: 3600, minSeconds: 60, maxSeconds: 86_400 } as const;
+
+const LOWER_ALNUM = 'abcdefghijklmnopqrstuvwxyz0123456789';
+const ALNUM = `${LOWER_ALNUM}ABCDEFGHIJKLMNOPQRSTUVWXYZ`;
+// `ct_<prefix>_<secret>`: like an API key (`lk_…`), told apart from one at a glance.
+const TOKEN_PATTERN = /^ct_([a-z0-9]{10})_[A-Za-z0-9]{40}$/;
+const NO_MATCH = sha256('no such token');
+
+export const customerAccessTokenInputSchema = z.strictObject({
+  customerIdentifier: customerIdentifierSchema,
+  expiresInSeconds: z.number().int().min(TOKEN_LIFETIME.minSeconds).max(TOKEN_LIFETIME.maxSeconds).optional(),
+});
+
+export async function createCustomerAccessToken(db: Queryable, shopId: string, input: unknown, now = new Date()): Promise<CustomerAccessToken> {
+  const data = parseInput(customerAccessTokenInputSchema, input);
+  const customer = await getCustomer(db, shopId, data.customerIdentifier);
+  const prefix = randomString(10, LOWER_ALNUM);
+  const accessToken = `ct_${prefix}_${randomString(40, ALNUM)}`;
+  const expiresAt = new Date(now.getTime() + (data.expiresInSeconds ?? TOKEN_LIFETIME.defaultSeconds) * 1000);
+  await db
+    .insertInto('customer_access_tokens')
+    .values({ id: newId(), shop_id: shopId, customer_id: customer.id, prefix, token_hash: sha256(accessToken).toString('hex'), expires_at: expiresAt })
+    .execute();
+  return { accessToken, expiresAt, customer: toCustomer(customer) };
+}
+
+export const customerAccessTokensRevokeInputSchema = z.strictObject({ customerIdentifier: customerIdentifierSchema });
+
+/** Revokes every live token of the customer (a logout everywhere, a compromised device); returns how many. */
+export async function revokeCustomerAccessTokens(db: Queryable, shopId: string, input: unknown, now = new Date()): Promise<{ revokedCount: number }> {
+  const data = parseInput(customerAccessTokensRevokeInputSchema, input);
+  const customer = await getCustomer(db, shopId, data.customerIdentifier);
+  const rows = await db
+    .updateTable('customer_access_tokens')
+    .set({ revoked_at: now })
+    .where('customer_id', '=', customer.id)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', now)
+    .returning('id')
+    .execute();
+  return { revokedCount: rows.length };
+}
+
+/** The shop and customer a token speaks for, or null when it is malformed, unknown, forged, revoked or expired. */
+export async function authenticateCustomerToken(db: Queryable, token: string, now = new Date()): Promise<TokenHolder | null> {
+  const match = TOKEN_PATTERN.exec(token);
+  if (!match) return null;
+  const row = await db
+    .selectFrom('customer_access_tokens')
+    .select(['shop_id', 'customer_id', 'token_hash', 'expires_at', 'revoked_at'])
+    .where('prefix', '=', match[1]!)
+    .executeTakeFirst();
+  // Compare hashes in constant time, and do the comparison even when no row matched.
+  const equal = timingSafeEqual(row ? Buffer.from(row.token_hash, 'hex') : NO_MATCH, sha256(token));
+  if (!row || !equal || row.revoked_at || row.expires_at <= now) return null;
+  return { shopId: row.shop_id, customerId: row.customer_id, expiresAt: row.expires_at };
+}
