@@ -17,6 +17,8 @@ export async function up(db: Kysely<any>): Promise<void> {
       created_at timestamptz not null default now()
     )`.execute(db);
   await sql`create index customer_access_tokens_customer_idx on customer_access_tokens (customer_id)`.execute(db);
+  // The retention loop deletes tokens a day after they expired (revoked ones expire too, within 24 h).
+  await sql`create index customer_access_tokens_expires_idx on customer_access_tokens (expires_at, id)`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

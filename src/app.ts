@@ -10,6 +10,7 @@ import { birthdayRun } from './domain/birthday-run.js';
 import { expiryWarnings, pointExpiry } from './domain/expiry.js';
 import { pendingRelease } from './domain/pending-release.js';
 import { purgeProcessedShopifyWebhooks, SHOPIFY_INBOX_RETENTION_DAYS, shopifyInbox } from './domain/shopify-connector.js';
+import { purgeExpiredCustomerAccessTokens } from './domain/customer-access-tokens.js';
 import { createEventBus, type EventBus } from './events/bus.js';
 import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
 import { createScheduler, type Scheduler } from './events/scheduler.js';
@@ -131,6 +132,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     ['old webhook deliveries', (o) => deliveryWorker.purge(o)],
     ['relayed outbox events', (o) => purgeRelayedOutboxEvents(database.db, new Date(Date.now() - config.outboxRetentionHours * HOUR), o)],
     ['processed Shopify webhooks', (o) => purgeProcessedShopifyWebhooks(database.db, new Date(Date.now() - SHOPIFY_INBOX_RETENTION_DAYS * 24 * HOUR), o)],
+    ['expired customer access tokens', (o) => purgeExpiredCustomerAccessTokens(database.db, new Date(Date.now() - 24 * HOUR), o)],
   ];
   const stopPurges = new AbortController();
   let purgeTimer: NodeJS.Timeout | undefined;

@@ -12,6 +12,7 @@ import { createShop } from '../src/domain/shops.js';
 import { upsertCustomer } from '../src/domain/customers.js';
 import { inTransaction } from '../src/db/transaction.js';
 import { purgeProcessedShopifyWebhooks } from '../src/domain/shopify-connector.js';
+import { purgeExpiredCustomerAccessTokens } from '../src/domain/customer-access-tokens.js';
 import { purgeDeliveries } from '../src/webhooks/delivery-queue.js';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
@@ -295,15 +296,19 @@ describe('the retention loop', () => {
         processed_at: processedAgo === null ? null : ago(processedAgo), received_at: ago(9 * DAY), next_attempt_at: ago(-HOUR),
       });
       await appDb.insertInto('shopify_inbox').values([inbox('old', 8 * DAY), inbox('recent', 6 * DAY), inbox('waiting', null)]).execute();
+      await appDb.insertInto('customers').values({ id: 'cus_tokens', shop_id: shop.id, shopify_customer_id: 'tokens', email: 'tokens@example.com' }).execute();
+      const token = (prefix: string, expiredAgo: number) => ({ id: newId(), shop_id: shop.id, customer_id: 'cus_tokens', prefix, token_hash: 'h', expires_at: ago(expiredAgo) });
+      await appDb.insertInto('customer_access_tokens').values([token('oldexpired', 2 * DAY), token('justexpire', HOUR), token('stillvalid', -HOUR)]).execute();
       const left = async () => ({
         events: (await appDb.selectFrom('outbox_events').select('id').execute()).map((r) => r.id),
         keys: (await appDb.selectFrom('idempotency_keys').select('key').execute()).map((r) => r.key),
         deliveries: (await appDb.selectFrom('webhook_deliveries').select('event_id').execute()).map((r) => r.event_id),
         inbox: (await appDb.selectFrom('shopify_inbox').select('webhook_id').orderBy('webhook_id').execute()).map((r) => r.webhook_id),
+        tokens: (await appDb.selectFrom('customer_access_tokens').select('prefix').orderBy('prefix').execute()).map((r) => r.prefix),
       });
       app.startWorker();
-      await until(async () => !(await left()).inbox.includes('old'), 10_000, 'the Shopify inbox purge, the last of the four');
-      expect(await left()).toEqual({ events: [recent], keys: ['new'], deliveries: ['evt_b'], inbox: ['recent', 'waiting'] });
+      await until(async () => !(await left()).tokens.includes('oldexpired'), 10_000, 'the customer access token purge, the last of the five');
+      expect(await left()).toEqual({ events: [recent], keys: ['new'], deliveries: ['evt_b'], inbox: ['recent', 'waiting'], tokens: ['justexpire', 'stillvalid'] });
     } finally {
       await app.stop();
     }
@@ -376,6 +381,11 @@ describe.skipIf(!onPostgres)('purge plans (PostgreSQL)', () => {
       insert into shopify_inbox (id, shop_id, webhook_id, topic, body, processed_at)
       select 'in_' || i, ${shopId}, 'w' || i, 'customers/update', '{}', ${ago(10 * DAY)}::timestamptz + i * interval '5 seconds'
       from generate_series(1, 50000) i`.execute(db);
+    await sql`insert into customers (id, shop_id, shopify_customer_id, email) values ('cus_plan', ${shopId}, 'plan', 'plan@example.com')`.execute(db);
+    await sql`
+      insert into customer_access_tokens (id, shop_id, customer_id, prefix, token_hash, expires_at)
+      select 'ct_' || i, ${shopId}, 'cus_plan', lpad(i::text, 10, '0'), 'h', ${ago(3 * DAY)}::timestamptz + i * interval '5 seconds'
+      from generate_series(1, 50000) i`.execute(db);
     await sql`analyze`.execute(db);
 
     // Each purge's second batch (one that starts from a position), explained against the full tables.
@@ -384,9 +394,10 @@ describe.skipIf(!onPostgres)('purge plans (PostgreSQL)', () => {
       await purgeExpiredIdempotencyKeys(logged, { batchSize: 500, pauseMs: 0 });
       await purgeRelayedOutboxEvents(logged, ago(DAY), { batchSize: 500, pauseMs: 0 });
       await purgeProcessedShopifyWebhooks(logged, ago(7 * DAY), { batchSize: 500, pauseMs: 0 });
+      await purgeExpiredCustomerAccessTokens(logged, ago(DAY), { batchSize: 500, pauseMs: 0 });
     });
     const second = (table: string) => batches.filter((s) => s.sql.replaceAll('"', '').includes(`from ${table}`) && s.sql.includes('delete'))[1]!;
-    for (const table of ['webhook_deliveries', 'idempotency_keys', 'outbox_events', 'shopify_inbox']) {
+    for (const table of ['webhook_deliveries', 'idempotency_keys', 'outbox_events', 'shopify_inbox', 'customer_access_tokens']) {
       const plan = await scans(second(table));
       expect(plan.filter((scan) => scan.startsWith('Seq Scan')), `${table}: ${plan.join('; ')}`).toEqual([]);
       expect(plan.some((scan) => scan.includes(`on ${table} using`)), `${table}: ${plan.join('; ')}`).toBe(true);

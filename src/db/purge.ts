@@ -40,3 +40,11 @@ export async function purgeInBatches<P>(
     await sleep(options.pauseMs ?? 2 * (performance.now() - started));
   }
 }
+
+/** A purge position on a (time, id) index. */
+export type TimeKey = { at: Date; id: string };
+
+/** The greatest (time, id) key among a batch's rows: where the next batch starts. */
+export function lastTimeKey<R>(rows: readonly R[], key: (row: R) => TimeKey): TimeKey | null {
+  return rows.map(key).reduce<TimeKey | null>((max, k) => (!max || k.at > max.at || (k.at.getTime() === max.at.getTime() && k.id > max.id) ? k : max), null);
+}

@@ -1,5 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
+import { sql } from 'kysely';
 import { z } from 'zod';
+import type { DB } from '../db/database.js';
+import { lastTimeKey, type PurgeOptions, purgeInBatches, type TimeKey } from '../db/purge.js';
 import type { Queryable } from '../db/transaction.js';
 import { type Customer, customerIdentifierSchema, getCustomer, toCustomer } from './customers.js';
 import { newId, randomString, sha256 } from './ids.js';
@@ -72,4 +75,19 @@ export async function authenticateCustomerToken(db: Queryable, token: string, no
   const equal = timingSafeEqual(row ? Buffer.from(row.token_hash, 'hex') : NO_MATCH, sha256(token));
   if (!row || !equal || row.revoked_at || row.expires_at <= now) return null;
   return { shopId: row.shop_id, customerId: row.customer_id, expiresAt: row.expires_at };
+}
+
+/** Deletes tokens that expired before `before` (a day ago, in the retention loop), oldest first, in bounded batches. */
+export async function purgeExpiredCustomerAccessTokens(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
+  return purgeInBatches<TimeKey>(options, async (position, limit) => {
+    const { rows } = await sql<{ id: string; expires_at: Date }>`
+      delete from customer_access_tokens
+      where id = any(array(
+        select id from customer_access_tokens
+        where expires_at < ${before} ${position ? sql`and (expires_at, id) > (${position.at}, ${position.id})` : sql``}
+        order by expires_at, id
+        limit ${limit}))
+      returning id, expires_at`.execute(db);
+    return { deleted: rows.length, next: rows.length < limit ? null : lastTimeKey(rows, (r) => ({ at: r.expires_at, id: r.id })) };
+  });
 }

@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
-import { type PurgeOptions, purgeInBatches } from '../db/purge.js';
+import { lastTimeKey, type PurgeOptions, purgeInBatches, type TimeKey } from '../db/purge.js';
 import type { ShopifyInboxRow } from '../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
 import type { SecretBox } from '../webhooks/secret-box.js';
@@ -297,7 +297,7 @@ async function applyOrder(trx: Trx, shopId: string, { latest, refunds }: OrderFa
  * Walks the processed ones oldest first, in bounded batches (purgeInBatches).
  */
 export async function purgeProcessedShopifyWebhooks(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
-  return purgeInBatches<{ at: Date; id: string }>(options, async (position, limit) => {
+  return purgeInBatches<TimeKey>(options, async (position, limit) => {
     // `= any(array(…))`, not `in (…)`: the batch's rows by their key, never a pass over the table.
     const { rows } = await sql<{ id: string; processed_at: Date }>`
       delete from shopify_inbox
@@ -308,11 +308,7 @@ export async function purgeProcessedShopifyWebhooks(db: DB, before: Date, option
         order by processed_at, id
         limit ${limit}))
       returning id, processed_at`.execute(db);
-    const last = rows.reduce<{ at: Date; id: string } | null>((max, r) => {
-      const at = r.processed_at;
-      return !max || at > max.at || (at.getTime() === max.at.getTime() && r.id > max.id) ? { at, id: r.id } : max;
-    }, null);
-    return { deleted: rows.length, next: rows.length < limit ? null : last };
+    return { deleted: rows.length, next: rows.length < limit ? null : lastTimeKey(rows, (r) => ({ at: r.processed_at, id: r.id })) };
   });
 }
 
