@@ -60,7 +60,8 @@ export async function up(db: Kysely<any>): Promise<void> {
   // imports, expiry itself), keeps the shop's expiry state in the same statement: a credit
   // becomes a lot, a debit draws the lots that expire soonest, and any activity but an expiry
   // moves the inactivity timer. One trigger rather than code in each writer, so no debit path can
-  // forget it. A statement writes at most one entry per customer (points.ts, order-first-states.ts).
+  // forget it. A statement's credits become lots (a batch of new orders may credit one customer
+  // several times), then its debits draw, summed per customer; no writer mixes both for one customer.
   await sql`
     create function activities_expiry() returns trigger language plpgsql as $$
     begin
