@@ -157,6 +157,23 @@ describe('per_earn: lots', () => {
     expect(await nextExpiry(t, shop.apiKey, 'lots')).toEqual({ points: 100, at: a });
   });
 
+  it('new orders of one customer written together (one statement credits them all) are a lot each', async () => {
+    const shop = await expiryShop(t, { mode: 'per_earn', days: 30 });
+    const rule = await t.graphql(shop.apiKey, 'mutation { earningRuleCreate(input: { type: place_order, name: "Per dollar", earnPoint: 1, spent: "1.00" }) { userErrors { message } } }');
+    expect(rule.data.earningRuleCreate.userErrors).toEqual([]);
+    await t.customer(shop.shopId, 'buyer');
+    const puts = Array.from({ length: 20 }, (_, i) =>
+      fetch(`${t.url}/rest-api/v1/orders/batch-${i}`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${shop.apiKey}` },
+        body: JSON.stringify({ customerIdentifier: 'buyer', currency: 'USD', subtotal: `${i + 1}.00`, total: `${i + 1}.00`, status: 'paid', lineItems: [{ productId: 'p', quantity: 1, price: `${i + 1}.00` }] }),
+      }),
+    );
+    expect((await Promise.all(puts)).map((r) => r.status)).toEqual(puts.map(() => 201));
+    const lots = await lotsOf(t, shop.shopId, 'buyer');
+    expect(lots.map(([points]) => points).sort((x, y) => x - y)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+  });
+
   it('warns once per customer per expiry date, warningDays before, with the points that will go', async () => {
     const shop = await expiryShop(t, { mode: 'per_earn', days: 10, warningDays: 3 });
     await t.customer(shop.shopId, 'w');
