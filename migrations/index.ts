@@ -17,6 +17,7 @@ import * as programVersion from './2026_11_24_006_program_version.js';
 import * as shopDayRuns from './2026_11_24_007_shop_day_runs.js';
 import * as pointExpiry from './2026_11_24_008_point_expiry.js';
 import * as customerAccessTokens from './2026_11_24_010_customer_access_tokens.js';
+import * as vipTiers from './2026_11_24_011_vip_tiers.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -35,4 +36,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_24_007_shop_day_runs': shopDayRuns,
   '2026_11_24_008_point_expiry': pointExpiry,
   '2026_11_24_010_customer_access_tokens': customerAccessTokens,
+  '2026_11_24_011_vip_tiers': vipTiers,
 };

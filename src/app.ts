@@ -8,6 +8,7 @@ import { purgeRelayedOutboxEvents } from './domain/events.js';
 import { purgeExpiredIdempotencyKeys } from './domain/idempotency.js';
 import { birthdayRun } from './domain/birthday-run.js';
 import { expiryWarnings, pointExpiry } from './domain/expiry.js';
+import { tierEvaluation } from './domain/tiers.js';
 import { pendingRelease } from './domain/pending-release.js';
 import { purgeProcessedShopifyWebhooks, SHOPIFY_INBOX_RETENTION_DAYS, shopifyInbox } from './domain/shopify-connector.js';
 import { purgeExpiredCustomerAccessTokens } from './domain/customer-access-tokens.js';
@@ -64,7 +65,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
     db: database.db,
-    kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry],
+    kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry, tierEvaluation],
     logger,
     now: () => new Date(options.clock?.() ?? Date.now()),
   });

@@ -26,6 +26,13 @@ export interface ShopsTable {
   expiry_days: Defaulted<number>;
   /** Days before an expiry its warning goes out; 0: no warnings. */
   expiry_warning_days: Defaulted<number>;
+  /** VIP tiers (src/domain/tiers.ts): 'points_earned' or 'amount_spent'. */
+  tier_metric: Defaulted<string>;
+  /** 'lifetime', 'calendar_year' or 'rolling_days' (tier_window_days). */
+  tier_window: Defaulted<string>;
+  tier_window_days: Defaulted<number>;
+  /** The shop has tiers: its metric is kept, per customer and day. */
+  tiers_on: Defaulted<boolean>;
   shopify_domain: ColumnType<string | null, string | null | undefined, string | null>;
   /** Sealed (src/webhooks/secret-box.ts), bound to the shop id. */
   shopify_webhook_secret: ColumnType<string | null, string | null | undefined, string | null>;
@@ -324,6 +331,34 @@ export interface CustomerAccessTokensTable {
   created_at: Defaulted<Date>;
 }
 
+export interface TiersTable {
+  id: string;
+  shop_id: string;
+  name: string;
+  /** Points, or minor units of the shop's currency (amount_spent). */
+  threshold: number;
+  /** The place_order multiplier in basis points (10,000 = ×1). */
+  multiplier_bp: number;
+  created_at: Defaulted<Date>;
+  updated_at: Defaulted<Date>;
+}
+
+/** A customer the shop's tier program has seen, and the tier they hold. */
+export interface TierMembersTable {
+  customer_id: string;
+  shop_id: string;
+  tier_id: string | null;
+  since: Date | null;
+}
+
+/** A customer's metric on one shop-local day. */
+export interface TierMetricDaysTable {
+  customer_id: string;
+  day: ColumnType<Date, string, string>;
+  points: Defaulted<number>;
+  spent: Defaulted<number>;
+}
+
 export interface PendingPointsTable {
   id: string;
   shop_id: string;
@@ -340,9 +375,11 @@ export interface PendingPointsTable {
 /** Daily work per shop: the shop-local day ('YYYY-MM-DD') to do next, due when it begins in the shop's time zone. */
 export interface ShopDayRunsTable {
   shop_id: string;
-  kind: 'birthdays';
+  kind: 'birthdays' | 'tiers';
   day: string;
   due_at: Date;
+  /** The tier evaluation's walk through the shop's members: the last customer done today. */
+  after_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface RuleAwardsTable {
@@ -411,6 +448,9 @@ export interface Database {
   customer_access_tokens: CustomerAccessTokensTable;
   rule_awards: RuleAwardsTable;
   shop_day_runs: ShopDayRunsTable;
+  tiers: TiersTable;
+  tier_members: TierMembersTable;
+  tier_metric_days: TierMetricDaysTable;
   shopify_inbox: ShopifyInboxTable;
   shopify_orders: ShopifyOrdersTable;
 }

@@ -18,6 +18,7 @@ export const EVENT_TOPICS = {
   'points/clawed_back': 'A refund or cancellation took back points an order had earned (pending ones first, then the balance).',
   'points/expiring': 'Points of a customer will expire soon (the shop\'s expiry warningDays before): once per customer per expiry date.',
   'points/expired': 'Points reached their expiry and left the balance (an expire_points ledger entry).',
+  'tiers/changed': 'A customer\'s VIP tier changed: up at once when their metric reached a threshold, or at the daily evaluation (up or down).',
   'orders/created': 'An order was recorded (PUT /orders, GraphQL orderUpsert, the Shopify connector or the orders import).',
   'orders/updated': 'An order changed state: paid, refunded in part or in full, or cancelled.',
   'redemptions/created': 'A customer redeemed points for a discount code.',

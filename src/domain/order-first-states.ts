@@ -4,9 +4,10 @@ import type { Queryable } from '../db/transaction.js';
 import { parseIdentifier } from './customers.js';
 import { announceOutboxWrite, newEventId, type ShopEvent } from './events.js';
 import { newId } from './ids.js';
-import { attempt, customerNamed, holdOf, insertPlannedRows, isPlan, orderDescription, type Outcome, type Plan, plannedRow, planPut, readPrograms, type ShopProgram } from './order-plans.js';
+import { attempt, customerNamed, holdOf, insertPlannedRows, isPlan, orderDescription, type Outcome, type Plan, plannedRow, planPut, readPrograms, type ShopProgram, tierMultiplier } from './order-plans.js';
 import { type OrderPut, toOrder } from './orders.js';
 import { type Hold, pendingEvent } from './pending-points.js';
+import { MULTIPLIER_ONE } from './order-earn.js';
 import { MAX_BALANCE, toActivity } from './points.js';
 
 /**
@@ -29,7 +30,8 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
   // The customer is the statement's to find: planned with none (a first state's plan does not depend on it).
   const plans = puts.flatMap((put, index) => {
     const program = programs.get(put.shopId);
-    const plan = program && attempt(() => planPut({ put, index, customerId: '' }, undefined, program));
+    // Planned at ×1: a customer whose tier multiplies is left to the locked path (below).
+    const plan = program && attempt(() => planPut({ put, index, customerId: '', multiplierBp: MULTIPLIER_ONE }, undefined, program));
     return isPlan(plan) ? [plan] : [];
   });
   if (plans.length === 0) return outcomes;
@@ -51,10 +53,12 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
       select s.id, s.program_version from shops s where s.id = any(array(select distinct shop_id from input))
     ), fits as (
       -- A customer whose balance these credits would take past the limit is left to the locked path,
-      -- which refuses just the credit that passes it; so is a shop whose program changed.
+      -- which refuses just the credit that passes it; so is a shop whose program changed, and a
+      -- customer whose tier multiplies (the plan counted ×1).
       select i.*, nm.id as customer_id, i.row->>'id' as id from input i join named nm using (n) join target t on t.id = nm.id
         join programs s on s.id = i.shop_id and s.program_version = i.program_version
       where t.points + (select sum(j.credit) from input j join named m using (n) where m.id = nm.id) <= ${MAX_BALANCE}
+        and ${tierMultiplier(sql`nm.id`)} = ${MULTIPLIER_ONE}
     ), inserted as (
       ${insertPlannedRows(sql`(select jsonb_agg(f.row || jsonb_build_object('customer_id', f.customer_id)) from fits f)`)}
       returning id

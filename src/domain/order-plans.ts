@@ -3,7 +3,7 @@ import type { OrderRow } from '../db/schema.js';
 import type { Queryable } from '../db/transaction.js';
 import { parseIdentifier } from './customers.js';
 import { DomainError, RuleViolationError } from './errors.js';
-import { type EarnSnapshot, EARNING_STATUSES, orderPoints } from './order-earn.js';
+import { type EarnSnapshot, EARNING_STATUSES, MULTIPLIER_ONE, orderPoints } from './order-earn.js';
 import { checkTransition, earnSnapshot, type Order, type OrderPut, orderState, type SnapshotRuleRow, toOrder } from './orders.js';
 import type { Hold } from './pending-points.js';
 import { MAX_AMOUNT } from './points.js';
@@ -22,11 +22,13 @@ export type ShopProgram = { currency: string; pendingDays: number; version: numb
 export type OrderContext = {
   /** Our id of the customer each PUT names, by the PUT's index (undefined: no such customer). */
   customerIds: Array<string | undefined>;
+  /** The multiplier of the tier that customer holds, in basis points, by the PUT's index. */
+  multipliers: number[];
   programs: Map<string, ShopProgram>;
 };
 
-/** A PUT whose customer exists. */
-export type Found = { put: OrderPut; index: number; customerId: string };
+/** A PUT whose customer exists, and the multiplier of the tier they hold (basis points). */
+export type Found = { put: OrderPut; index: number; customerId: string; multiplierBp: number };
 
 /** One PUT on its way through a batch: what the database said, and what it will write. */
 export type Plan = Found & {
@@ -79,16 +81,25 @@ export async function readPrograms(db: Queryable, shopIds: string[]): Promise<Ma
  */
 export async function readContext(db: Queryable, puts: OrderPut[]): Promise<OrderContext> {
   const named = puts.map((p) => parseIdentifier(p.data.customerIdentifier));
-  const { rows } = await sql<{ customers: Array<{ ord: number; id: string }>; programs: ProgramRow[] }>`
+  const { rows } = await sql<{ customers: Array<{ ord: number; id: string; multiplier: number }>; programs: ProgramRow[] }>`
     select
-      (select coalesce(json_agg(json_build_object('ord', i.ord - 1, 'id', c.id)), '[]')
+      (select coalesce(json_agg(json_build_object('ord', i.ord - 1, 'id', c.id, 'multiplier', ${tierMultiplier(sql`c.id`)})), '[]')
         from unnest(${puts.map((p) => p.shopId)}::text[], ${named.map((n) => ('email' in n ? n.email : null))}::text[],
           ${named.map((n) => ('shopifyCustomerId' in n ? n.shopifyCustomerId : null))}::text[]) with ordinality as i(shop_id, email, shopify_id, ord)
         cross join lateral (${customerNamed(sql`i`)}) c) as customers,
       ${programsJson([...new Set(puts.map((p) => p.shopId))])} as programs`.execute(db);
   const customerIds: Array<string | undefined> = puts.map(() => undefined);
-  for (const c of rows[0]!.customers) customerIds[c.ord] = c.id;
-  return { customerIds, programs: programMap(rows[0]!.programs) };
+  const multipliers = puts.map(() => MULTIPLIER_ONE);
+  for (const c of rows[0]!.customers) {
+    customerIds[c.ord] = c.id;
+    multipliers[c.ord] = c.multiplier;
+  }
+  return { customerIds, multipliers, programs: programMap(rows[0]!.programs) };
+}
+
+/** The place_order multiplier of the tier a customer holds (basis points; ×1 without one), as an SQL expression. */
+export function tierMultiplier(customerId: RawBuilder<unknown>) {
+  return sql`coalesce((select t.multiplier_bp from tier_members m join tiers t on t.id = m.tier_id where m.customer_id = ${customerId}), ${MULTIPLIER_ONE})`;
 }
 
 /** The customer a row of `input` (shop_id, email, shopify_id) names, for a lateral join: one index probe. */
@@ -121,7 +132,7 @@ export function planPut(f: Found, row: OrderRow | undefined, shop: ShopProgram):
     if (put.data.currency !== shop.currency) {
       earnNote = `the order is in ${put.data.currency} and the shop's program in ${shop.currency}: it earns nothing`;
     } else {
-      snapshot = earnSnapshot(shop.rules, put.now);
+      snapshot = earnSnapshot(shop.rules, f.multiplierBp, put.now);
       earnNote = snapshot.rules.length ? null : 'no place_order rule was active when the order was paid';
     }
   }

@@ -72,7 +72,7 @@ export async function writeOrders(trx: Trx, puts: OrderPut[]): Promise<Outcome[]
   const found: Found[] = puts.flatMap((put, index) => {
     const customerId = context.customerIds[index];
     if (customerId === undefined) fail(index, customerNotFound(put.data.customerIdentifier));
-    return customerId === undefined ? [] : [{ put, index, customerId }];
+    return customerId === undefined ? [] : [{ put, index, customerId, multiplierBp: context.multipliers[index]! }];
   });
   const planFor = (f: Found, row: OrderRow | undefined) => planPut(f, row, context.programs.get(f.put.shopId)!);
 

@@ -5,7 +5,7 @@ import type { Queryable } from '../db/transaction.js';
 import { customerIdentifierSchema } from './customers.js';
 import { NotFoundError, RuleViolationError } from './errors.js';
 import { currencySchema, formatMoney, parseMoney } from './money.js';
-import { type EarnRule, type EarnSnapshot, type LineState, MULTIPLIER_ONE, type OrderState } from './order-earn.js';
+import { type EarnRule, type EarnSnapshot, type LineState, type OrderState } from './order-earn.js';
 import { type Page, type PageArgs, pageBySeq, pagesBySeq, type SeqList } from './pagination.js';
 import { parseInput, validationErrorFrom } from './validation.js';
 
@@ -179,8 +179,8 @@ export type SnapshotRuleRow = Pick<
   'id' | 'name' | 'earn_point' | 'spent_minor' | 'include_product_ids' | 'exclude_product_ids' | 'include_collection_ids' | 'exclude_collection_ids' | 'include_shipping' | 'include_tax'
 >;
 
-/** The shop's active place_order rules (in creation order), as an earn's snapshot keeps them. */
-export function earnSnapshot(rows: SnapshotRuleRow[], now: Date): EarnSnapshot {
+/** The shop's active place_order rules (in creation order) and the customer's tier multiplier, as an earn's snapshot keeps them. */
+export function earnSnapshot(rows: SnapshotRuleRow[], multiplierBp: number, now: Date): EarnSnapshot {
   const rules = rows.map(
     (r): EarnRule => ({
       id: r.id,
@@ -195,8 +195,7 @@ export function earnSnapshot(rows: SnapshotRuleRow[], now: Date): EarnSnapshot {
       includeTax: r.include_tax,
     }),
   );
-  // Tiers (their multiplier) come with the next part of the engine; ×1 until then.
-  return { rules, multiplierBp: MULTIPLIER_ONE, takenAt: now.toISOString() };
+  return { rules, multiplierBp, takenAt: now.toISOString() };
 }
 
 function normalizedLines(data: ParsedOrder, amounts: Amounts): OrderLine[] {

@@ -7,6 +7,7 @@ import { NotFoundError, RuleViolationError } from './errors.js';
 import { EXPIRY_DAYS_MAX, EXPIRY_MODES, type ExpirySettings, switchExpiryMode } from './expiry.js';
 import { currencySchema } from './money.js';
 import { MAX_AMOUNT } from './points.js';
+import { changeTierSettings, type TierSettings, tierSettingsSchema } from './tiers.js';
 import { parseInput } from './validation.js';
 
 /**
@@ -28,6 +29,8 @@ export type ShopSettings = {
   pendingDays: number;
   /** What expires and when (expiry.ts); changes apply from then on. */
   expiry: ExpirySettings;
+  /** What VIP tiers count (tiers.ts). */
+  tiers: TierSettings;
 };
 
 /** Wide enough for any real shop, narrow enough that a typo cannot switch the limit off. */
@@ -70,6 +73,7 @@ export const shopSettingsInputSchema = z.strictObject({
       warningDays: z.number().int().min(0).max(EXPIRY_DAYS_MAX - 1).optional(),
     })
     .optional(),
+  tiers: tierSettingsSchema.optional(),
 });
 
 // Bumped by every settings change in this process, so caches of settings (the rate limiter's
@@ -92,6 +96,9 @@ const COLUMNS = [
   'expiry_mode',
   'expiry_days',
   'expiry_warning_days',
+  'tier_metric',
+  'tier_window',
+  'tier_window_days',
 ] as const;
 
 function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>): ShopSettings {
@@ -104,6 +111,7 @@ function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>)
     timezone: row.timezone,
     pendingDays: row.pending_days,
     expiry: { mode: row.expiry_mode as ExpirySettings['mode'], days: row.expiry_days, warningDays: row.expiry_warning_days },
+    tiers: { metric: row.tier_metric as TierSettings['metric'], window: row.tier_window as TierSettings['window'], days: row.tier_window_days },
   };
 }
 
@@ -131,6 +139,9 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
     expiry_mode: data.expiry?.mode,
     expiry_days: data.expiry?.days,
     expiry_warning_days: data.expiry?.warningDays,
+    tier_metric: data.tiers?.metric,
+    tier_window: data.tiers?.window,
+    tier_window_days: data.tiers?.days,
   };
   // What an order earns depends on these: an instance's cached program is stale (order-first-states.ts).
   const programChanges = data.currency !== undefined || data.pendingDays !== undefined ? { program_version: sql<number>`program_version + 1` } : {};
@@ -138,8 +149,8 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
   if (data.currency !== undefined) await refuseCurrencyInUse(db, shopId, data.currency);
   const now = new Date();
   const row = await inTransaction(db, async (trx) => {
-    // Locked FOR UPDATE before it is read: switchExpiryMode needs that lock, and two changes of mode wait for each other.
-    const before = data.expiry ? await trx.selectFrom('shops').select('expiry_mode').where('id', '=', shopId).forUpdate().executeTakeFirst() : undefined;
+    // Locked FOR UPDATE before it is read: switchExpiryMode needs that lock, and two changes of mode (or of tier metric) wait for each other.
+    const before = data.expiry || data.tiers ? await trx.selectFrom('shops').select(['expiry_mode', 'tier_metric']).where('id', '=', shopId).forUpdate().executeTakeFirst() : undefined;
     // Kysely leaves undefined values out of the SET list: omitted fields keep their value.
     const after = await trx.updateTable('shops').set({ ...changes, ...programChanges }).where('id', '=', shopId).returning(COLUMNS).executeTakeFirst();
     if (!after) throw shopNotFound(shopId);
@@ -148,6 +159,7 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
       throw new RuleViolationError('expiry_warning_too_late', `a warning ${after.expiry_warning_days} days before expiry cannot come before the points are earned (days: ${after.expiry_days})`, ['expiry', 'warningDays']);
     }
     if (before && before.expiry_mode !== after.expiry_mode) await switchExpiryMode(trx, shopId, after.expiry_mode as ExpirySettings['mode'], now);
+    if (before && data.tiers) await changeTierSettings(trx, shopId, before, after, now);
     return after;
   });
   generation++;

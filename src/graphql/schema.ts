@@ -14,6 +14,7 @@ import './order.js';
 import './earning-rule.js';
 import './shopify.js';
 import './expiry.js';
+import './tier.js';
 import './customer-access-token.js';
 
 export const schema = builder.toSchema();

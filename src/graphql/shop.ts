@@ -8,6 +8,7 @@ import {
 } from '../domain/shops.js';
 import { builder } from './builder.js';
 import { ExpirySettings, ExpirySettingsInput } from './expiry.js';
+import { TierSettings, TierSettingsInput } from './tier.js';
 import { markResponseSecret } from './no-store.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -29,6 +30,7 @@ const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implem
     timezone: t.exposeString('timezone', { description: 'IANA time zone (default UTC): the shop\'s days start at its midnight (birthdays, per-day limits).' }),
     pendingDays: t.exposeInt('pendingDays', { description: 'Days an order\'s points wait as pending before they can be spent; 0 (default): at once.' }),
     expiry: t.field({ type: ExpirySettings, resolve: (s) => s.expiry }),
+    tiers: t.field({ type: TierSettings, resolve: (s) => s.tiers }),
   }),
 });
 
@@ -77,6 +79,7 @@ const ShopSettingsInput = builder.inputType('ShopSettingsInput', {
     timezone: t.string({ required: false, description: 'IANA time zone, such as Europe/Paris.' }),
     pendingDays: t.int({ required: false, description: '0 to 365; applies to points earned from then on.' }),
     expiry: t.field({ type: ExpirySettingsInput, required: false }),
+    tiers: t.field({ type: TierSettingsInput, required: false }),
   }),
 });
 

@@ -2,8 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
 import { listEarningRules } from '../domain/earning-rules.js';
 import { earningRuleEligibility, reportAction } from '../domain/rule-awards.js';
+import { customerTierStatus } from '../domain/tiers.js';
 
-/** GET /earningRules and /earningRules/eligibility (as BLOY has them), and POST /actions (custom rules). */
+/** GET /earningRules and /earningRules/eligibility (as BLOY has them), POST /actions (custom rules) and GET /vip/tiers/customer. */
 export function registerEarningRuleRoutes(app: FastifyInstance, db: DB): void {
   app.get('/earningRules', async (request) => ({
     success: true,
@@ -14,6 +15,11 @@ export function registerEarningRuleRoutes(app: FastifyInstance, db: DB): void {
     success: true,
     message: 'Earning rules, with isEarned for the customer',
     data: await earningRuleEligibility(db, request.shop!.id, request.query),
+  }));
+  app.get('/vip/tiers/customer', async (request) => ({
+    success: true,
+    message: 'Customer tier retrieved',
+    data: await customerTierStatus(db, request.shop!.id, request.query),
   }));
   app.post('/actions', async (request, reply) => {
     const award = await reportAction(db, request.shop!.id, request.body);

@@ -14,6 +14,7 @@ import { SHOPIFY_WEBHOOKS_PATH } from './shopify-webhooks.js';
 import {
   activitySchema,
   customerSchema,
+  customerTierSchema,
   earningRuleSchema,
   idSchema,
   orderSchema,
@@ -293,6 +294,13 @@ export const REST_ROUTES: readonly Route[] = [
     description: '`isEarned`: a sign-up rule already awarded, a custom action already earned in its current period (day or ISO week in the shop\'s time zone, or ever for `once`), a birthday this year. place_order rules earn per order: always false.',
     query: customerQuery,
     success: { status: 200, description: 'The rules with isEarned', schema: ok('EarningRuleEligibility', { data: z.array(earningRuleSchema.safeExtend({ isEarned: z.boolean() })) }, 'Earning rules, with isEarned for the customer') },
+    errors: { 404: ['customer_not_found'] },
+  },
+  {
+    method: 'get', path: '/vip/tiers/customer', operationId: 'customerTier', tag: 'Orders', summary: 'The customer\'s VIP tier and progress',
+    description: 'The tier the customer holds (null: none), since when, and where they stand: the metric over the window now, the next tier and what it takes to reach it. Tiers are defined over GraphQL (`tierCreate`, …); see docs/tiers.md.',
+    query: customerQuery,
+    success: { status: 200, description: 'The tier and progress', schema: ok('CustomerTierRetrieved', { data: customerTierSchema }, 'Customer tier retrieved') },
     errors: { 404: ['customer_not_found'] },
   },
   {

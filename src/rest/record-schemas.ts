@@ -16,6 +16,7 @@ import {
   REDEMPTION_TYPES,
 } from '../domain/redemptions.js';
 import type { Referee } from '../domain/referrals.js';
+import { type Tier, TIER_METRICS, TIER_WINDOWS } from '../domain/tiers.js';
 import { DELIVERY_STATUSES, type WebhookDelivery, type WebhookDeliveryAttempt } from '../domain/webhook-deliveries.js';
 import type { WebhookSubscription, WebhookSubscriptionWithSecret } from '../domain/webhook-subscriptions.js';
 
@@ -251,6 +252,35 @@ export const earningRuleSchema = z
   })
   .meta({ id: 'EarningRule' }) satisfies z.ZodType<Json<EarningRule>>;
 
+const tierSchema = z
+  .strictObject({
+    id: idSchema,
+    name: z.string(),
+    threshold: z.string().meta({ description: 'points_earned: whole points; amount_spent: money in the shop\'s currency', example: '500' }),
+    multiplier: z.string().meta({ description: 'place_order points × this, floored once', example: '1.5' }),
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+  })
+  .meta({ id: 'Tier' }) satisfies z.ZodType<Json<Tier>>;
+
+export const customerTierSchema = z
+  .strictObject({
+    customer: idSchema,
+    tier: tierSchema.nullable().meta({ description: 'The tier held; null: none' }),
+    since: timestampSchema.nullable().meta({ description: 'When the customer reached it' }),
+    metric: z.enum(TIER_METRICS),
+    window: z.enum(TIER_WINDOWS),
+    progress: z.strictObject({
+      current: z.string().meta({ description: 'The metric over the window now (calendar_year: this year\'s)' }),
+      next: tierSchema.nullable().meta({ description: 'The next tier above the one held; null at the top' }),
+      remaining: z.string().nullable().meta({ description: 'What it takes to reach next' }),
+    }),
+  })
+  .meta({ id: 'CustomerTier' });
+
+/** A tier as tiers/changed events show it. */
+const eventTierSchema = z.strictObject({ id: idSchema, name: z.string(), multiplier: z.string() }).nullable();
+
 /** Points an order earned that wait (points/pending), or a clawback that took only pending points: no ledger entry. */
 const pendingChangeSchema = z.strictObject({
   customer: idSchema,
@@ -286,6 +316,15 @@ export const webhookEventSchema = z
       }),
     ),
     eventEnvelope(['points/clawed_back'], z.union([activitySchema, pendingChangeSchema])),
+    eventEnvelope(
+      ['tiers/changed'],
+      z.strictObject({
+        customer: idSchema,
+        previousTier: eventTierSchema.meta({ description: 'null: the customer held none' }),
+        tier: eventTierSchema.meta({ description: 'null: the customer holds none now' }),
+        reason: z.enum(['upgrade', 'evaluation']).meta({ description: 'upgrade: at once, as the metric reached a threshold; evaluation: the daily evaluation (or one after the tiers or window changed)' }),
+      }),
+    ),
     eventEnvelope(['points/pending'], pendingChangeSchema),
     eventEnvelope(['orders/created', 'orders/updated'], orderSchema),
     eventEnvelope(['customers/created', 'customers/updated'], customerSchema),

@@ -1,0 +1,144 @@
+import {
+  createTier,
+  type CustomerTier as CustomerTierShape,
+  customerTiers,
+  deleteTier,
+  listTiers,
+  TIER_METRICS,
+  TIER_WINDOWS,
+  type Tier as TierShape,
+  type TierProgress as TierProgressShape,
+  type TierSettings as TierSettingsShape,
+  tierProgress,
+  updateTier,
+} from '../domain/tiers.js';
+import { BATCH_ONLY, builder } from './builder.js';
+import { Customer } from './customer.js';
+import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
+
+const TierMetric = builder.enumType('TierMetric', {
+  values: {
+    points_earned: { description: 'Points credited by rules and adds (orders, sign-ups, birthdays, actions, referrals, points/add), net of clawbacks.' },
+    amount_spent: { description: 'Money paid in orders in the shop\'s currency, net of refunds, counted on the order\'s day.' },
+  } as const satisfies Record<(typeof TIER_METRICS)[number], unknown>,
+});
+
+const TierWindow = builder.enumType('TierWindow', {
+  values: {
+    lifetime: { description: 'Everything since the customer\'s first points or order.' },
+    calendar_year: { description: 'The shop-local calendar year; qualifying in year Y keeps the tier through Y+1.' },
+    rolling_days: { description: 'The last `days` shop-local days, today included.' },
+  } as const satisfies Record<(typeof TIER_WINDOWS)[number], unknown>,
+});
+
+export const TierSettings = builder.objectRef<TierSettingsShape>('TierSettings').implement({
+  description: 'What VIP tiers count. A tier rises at once; it falls only at the daily evaluation, when the shop\'s day begins. See docs/tiers.md.',
+  fields: (t) => ({
+    metric: t.field({ type: TierMetric, resolve: (s) => s.metric }),
+    window: t.field({ type: TierWindow, resolve: (s) => s.window }),
+    days: t.exposeInt('days', { description: 'rolling_days: the window\'s length, 1 to 1096 (default 365).' }),
+  }),
+});
+
+export const TierSettingsInput = builder.inputType('TierSettingsInput', {
+  description: 'Omitted fields keep their value. The metric is fixed while the shop has tiers; a new window re-evaluates every member at once.',
+  fields: (t) => ({
+    metric: t.field({ type: TierMetric, required: false }),
+    window: t.field({ type: TierWindow, required: false }),
+    days: t.int({ required: false, description: '1 to 1096.' }),
+  }),
+});
+
+const Tier = builder.objectRef<TierShape>('Tier').implement({
+  description: 'A VIP tier: customers whose metric reaches its threshold hold it, and earn `multiplier` × the points of place_order rules.',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    name: t.exposeString('name'),
+    threshold: t.exposeString('threshold', { description: 'points_earned: whole points ("500"); amount_spent: money in the shop\'s currency ("250.00").' }),
+    multiplier: t.exposeString('multiplier', { description: 'A decimal from "1" to "100": place_order points × it, floored once.' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
+  }),
+});
+
+const TierProgress = builder.objectRef<TierProgressShape>('TierProgress').implement({
+  description: 'Where the customer stands on the ladder, read live.',
+  fields: (t) => ({
+    current: t.exposeString('current', { description: 'The metric over the window now (calendar_year: this year\'s), in the threshold\'s unit.' }),
+    next: t.field({ type: Tier, nullable: true, description: 'The next tier above the one held; null at the top.', resolve: (p) => p.next }),
+    remaining: t.exposeString('remaining', { nullable: true, description: 'What it takes to reach `next`.' }),
+  }),
+});
+
+const CustomerTier = builder.objectRef<CustomerTierShape>('CustomerTier').implement({
+  fields: (t) => ({
+    tier: t.field({ type: Tier, resolve: (c) => c.tier }),
+    since: t.expose('since', { type: 'DateTime', description: 'When the customer reached it (or was moved to it by an evaluation).' }),
+  }),
+});
+
+builder.objectFields(Customer, (t) => ({
+  tier: t.loadable({
+    type: CustomerTier,
+    nullable: true,
+    description: 'The VIP tier the customer holds; null: none.',
+    loaderOptions: BATCH_ONLY,
+    load: (customerIds: string[], ctx) => customerTiers(ctx.db, ctx.shop.id, customerIds),
+    resolve: (customer) => customer._id,
+  }),
+  tierProgress: t.loadable({
+    type: TierProgress,
+    description: 'The metric now, the next tier and what it takes to reach it.',
+    loaderOptions: BATCH_ONLY,
+    load: (customerIds: string[], ctx) => tierProgress(ctx.db, ctx.shop.id, customerIds),
+    resolve: (customer) => customer._id,
+  }),
+}));
+
+const TierPayload = builder.objectRef<{ tier?: TierShape; userErrors: UserErrorShape[] }>('TierPayload').implement({
+  fields: (t) => ({
+    tier: t.field({ type: Tier, nullable: true, resolve: (p) => p.tier ?? null }),
+    userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+  }),
+});
+
+const tierFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['fields']>[0], required: boolean) => ({
+  name: t.string({ required, description: '1 to 64 characters, unique in the shop.' }),
+  threshold: t.string({ required, description: 'points_earned: whole points ("500"); amount_spent: money ("250.00"). Unique in the shop.' }),
+  multiplier: t.string({ required: false, description: '"1" (default) to "100", up to 4 decimals; a higher tier never multiplies less.' }),
+});
+
+const TierCreateInput = builder.inputType('TierCreateInput', { fields: (t) => tierFields(t, true) });
+const TierUpdateInput = builder.inputType('TierUpdateInput', {
+  description: 'Omitted fields keep their value.',
+  fields: (t) => ({ id: t.id({ required: true }), ...tierFields(t, false) }),
+});
+
+builder.queryFields((t) => ({
+  tiers: t.field({
+    type: [Tier],
+    description: 'The shop\'s VIP tiers, lowest threshold first.',
+    resolve: (_root, _args, ctx) => listTiers(ctx.db, ctx.shop.id),
+  }),
+}));
+
+builder.mutationFields((t) => ({
+  tierCreate: t.field({
+    type: TierPayload,
+    description: 'Adds a tier; the shop\'s first starts counting its metric, history included. Every member is evaluated again at once.',
+    args: { input: t.arg({ type: TierCreateInput, required: true }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(() => createTier(ctx.db, ctx.shop.id, input)),
+  }),
+  tierUpdate: t.field({
+    type: TierPayload,
+    description: 'Changes a tier; every member is evaluated again at once. Orders already earned keep their multiplier.',
+    args: { input: t.arg({ type: TierUpdateInput, required: true }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(() => updateTier(ctx.db, ctx.shop.id, input)),
+  }),
+  tierDelete: t.field({
+    type: deletePayload('TierDeletePayload', 'deletedTierId'),
+    description: 'Deletes a tier nobody holds (tier_in_use otherwise).',
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, { id }, ctx) => withUserErrors(() => deleteTier(ctx.db, ctx.shop.id, String(id))),
+  }),
+}));

@@ -1,0 +1,455 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startOfShopDay } from '../src/domain/rule-awards.js';
+import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { until } from './live-helpers.js';
+
+const DAY = 86_400_000;
+
+const advance = (clock: ReturnType<typeof movableClock>, ms: number) => clock.moveTo(new Date(clock.now() + ms));
+
+const SETTINGS = 'mutation($input: ShopSettingsInput!) { shopSettingsUpdate(input: $input) { settings { tiers { metric window days } } userErrors { code field message } } }';
+const CREATE = 'mutation($input: TierCreateInput!) { tierCreate(input: $input) { tier { id name threshold multiplier } userErrors { code field message } } }';
+const UPDATE = 'mutation($input: TierUpdateInput!) { tierUpdate(input: $input) { tier { id name threshold multiplier } userErrors { code field message } } }';
+const DELETE = 'mutation($id: ID!) { tierDelete(id: $id) { deletedTierId userErrors { code field message } } }';
+const STANDING = 'query($id: String!) { customer(identifier: $id) { points tier { tier { name multiplier } since } tierProgress { current next { name } remaining } } }';
+
+async function settings(t: TestApp, apiKey: string, input: Record<string, unknown>) {
+  const res = await t.graphql(apiKey, SETTINGS, { input });
+  return res.data?.shopSettingsUpdate ?? res;
+}
+
+async function createTier(t: TestApp, apiKey: string, input: Record<string, unknown>) {
+  const res = await t.graphql(apiKey, CREATE, { input });
+  return res.data?.tierCreate ?? res;
+}
+
+/** A shop with a place_order rule of 1 point per dollar, its tier settings and its ladder. */
+async function tierShop(t: TestApp, tiers: Record<string, unknown> | null, ladder: Array<{ name: string; threshold: string; multiplier?: string }>, timezone = 'UTC') {
+  const shop = await t.shop('Tier shop');
+  expect((await settings(t, shop.apiKey, { timezone, ...(tiers ? { tiers } : {}) })).userErrors).toEqual([]);
+  const rule = await t.graphql(shop.apiKey, 'mutation { earningRuleCreate(input: { type: place_order, name: "Per dollar", earnPoint: 1, spent: "1.00" }) { userErrors { message } } }');
+  expect(rule.data.earningRuleCreate.userErrors).toEqual([]);
+  const ids: Record<string, string> = {};
+  for (const tier of ladder) {
+    const created = await createTier(t, shop.apiKey, tier);
+    expect(created.userErrors).toEqual([]);
+    ids[tier.name] = created.tier.id;
+  }
+  return { ...shop, tierIds: ids };
+}
+
+async function standing(t: TestApp, apiKey: string, id: string) {
+  const res = await t.graphql(apiKey, STANDING, { id });
+  expect(res.errors).toBeUndefined();
+  return res.data.customer;
+}
+
+const addPoints = (t: TestApp, apiKey: string, customerIdentifier: string, amount: number) => t.post('/rest-api/v1/points/add', { customerIdentifier, amount }, apiKey);
+
+function putOrder(t: TestApp, apiKey: string, orderId: string, customerIdentifier: string, total: string, extra: Record<string, unknown> = {}) {
+  return fetch(`${t.url}/rest-api/v1/orders/${orderId}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+    body: JSON.stringify({ customerIdentifier, currency: 'USD', subtotal: total, shipping: '0', tax: '0', total, refunded: '0', status: 'paid', lineItems: [{ productId: 'P-1', quantity: 1, price: total, discount: '0' }], ...extra }),
+  });
+}
+
+async function tierEvents(t: TestApp, shopId: string) {
+  const rows = await t.app.database.db.selectFrom('outbox_events').select('data').where('shop_id', '=', shopId).where('type', '=', 'tiers/changed').orderBy('seq').execute();
+  return rows.map((r) => r.data as { customer: string; previousTier: { name: string } | null; tier: { name: string } | null; reason: string });
+}
+
+const tierNames = (events: Awaited<ReturnType<typeof tierEvents>>) => events.map((e) => [e.previousTier?.name ?? null, e.tier?.name ?? null, e.reason]);
+
+describe('the ladder: CRUD and bad input', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ WORKER: 'off' });
+  });
+  afterAll(() => t?.stop());
+
+  it('lists tiers by threshold; refuses overlapping, unordered or malformed ones, and changes nothing then', async () => {
+    const shop = await tierShop(t, null, [
+      { name: 'Gold', threshold: '1000', multiplier: '1.5' },
+      { name: 'Silver', threshold: '500', multiplier: '1.25' },
+    ]);
+    const list = async () => (await t.graphql(shop.apiKey, '{ tiers { name threshold multiplier } }')).data.tiers;
+    const before = [
+      { name: 'Silver', threshold: '500', multiplier: '1.25' },
+      { name: 'Gold', threshold: '1000', multiplier: '1.5' },
+    ];
+    expect(await list()).toEqual(before);
+
+    const refused = async (input: Record<string, unknown>, code: string) => {
+      const res = await createTier(t, shop.apiKey, input);
+      expect(res.tier).toBeNull();
+      expect(res.userErrors[0].code).toBe(code);
+    };
+    await refused({ name: 'Bronze', threshold: '500' }, 'tier_threshold_taken');
+    await refused({ name: 'gold', threshold: '700', multiplier: '1.3' }, 'tier_name_taken');
+    // A higher tier that earns less than a lower one: the ladder would be unordered.
+    await refused({ name: 'Platinum', threshold: '2000', multiplier: '1.1' }, 'tier_order');
+    await refused({ name: 'Bronze', threshold: '100', multiplier: '1.3' }, 'tier_order');
+    await refused({ name: 'Bronze', threshold: '-5' }, 'validation_error');
+    await refused({ name: 'Bronze', threshold: '12.5' }, 'validation_error');
+    await refused({ name: 'Bronze', threshold: 'lots' }, 'validation_error');
+    await refused({ name: 'Bronze', threshold: '99999999999' }, 'validation_error');
+    await refused({ name: 'Bronze', threshold: '100', multiplier: '0.5' }, 'validation_error');
+    await refused({ name: 'Bronze', threshold: '100', multiplier: '101' }, 'validation_error');
+    await refused({ name: 'Bronze', threshold: '100', multiplier: '1.00001' }, 'validation_error');
+    await refused({ name: '', threshold: '100' }, 'validation_error');
+    const update = await t.graphql(shop.apiKey, UPDATE, { input: { id: shop.tierIds.Silver, multiplier: '2' } });
+    expect(update.data.tierUpdate.userErrors[0].code).toBe('tier_order');
+    const unknown = await t.graphql(shop.apiKey, UPDATE, { input: { id: 'nope', name: 'X' } });
+    expect(unknown.data.tierUpdate.userErrors[0].code).toBe('tier_not_found');
+    expect(await list()).toEqual(before);
+
+    // The metric is fixed while tiers count by it; a bad window is refused whole.
+    expect((await settings(t, shop.apiKey, { tiers: { metric: 'amount_spent' } })).userErrors[0].code).toBe('tier_metric_in_use');
+    expect((await settings(t, shop.apiKey, { tiers: { window: 'rolling_days', days: 0 } })).userErrors[0].code).toBe('validation_error');
+    expect((await settings(t, shop.apiKey, { tiers: { window: 'rolling_days', days: 5000 } })).userErrors[0].code).toBe('validation_error');
+    const bad = await t.graphql(shop.apiKey, SETTINGS, { input: { tiers: { window: 'forever' } } });
+    expect(bad.errors[0].message).toMatch(/forever/);
+    expect((await settings(t, shop.apiKey, {})).settings.tiers).toEqual({ metric: 'points_earned', window: 'lifetime', days: 365 });
+  });
+
+  it('a tier held by customers cannot be deleted; once nobody holds it, it can', async () => {
+    const shop = await tierShop(t, null, [{ name: 'Silver', threshold: '100', multiplier: '1.5' }]);
+    await t.customer(shop.shopId, 'held');
+    expect((await addPoints(t, shop.apiKey, 'held', 150)).status).toBe(200);
+    expect((await standing(t, shop.apiKey, 'held')).tier.tier.name).toBe('Silver');
+    const res = await t.graphql(shop.apiKey, DELETE, { id: shop.tierIds.Silver });
+    expect(res.data.tierDelete).toMatchObject({ deletedTierId: null, userErrors: [{ code: 'tier_in_use' }] });
+    expect((await standing(t, shop.apiKey, 'held')).tier.tier.name).toBe('Silver');
+
+    // Out of reach, the evaluation moves the holder down; then the tier can go, and the metric stops being kept.
+    expect((await t.graphql(shop.apiKey, UPDATE, { input: { id: shop.tierIds.Silver, threshold: '1000' } })).data.tierUpdate.userErrors).toEqual([]);
+    await t.app.scheduler.runDue();
+    expect((await standing(t, shop.apiKey, 'held')).tier).toBeNull();
+    expect((await t.graphql(shop.apiKey, DELETE, { id: shop.tierIds.Silver })).data.tierDelete).toEqual({ deletedTierId: shop.tierIds.Silver, userErrors: [] });
+    const db = t.app.database.db;
+    expect(await db.selectFrom('tier_members').select('customer_id').where('shop_id', '=', shop.shopId).execute()).toEqual([]);
+    expect((await db.selectFrom('shops').select('tiers_on').where('id', '=', shop.shopId).executeTakeFirstOrThrow()).tiers_on).toBe(false);
+    expect((await t.graphql(shop.apiKey, DELETE, { id: shop.tierIds.Silver })).data.tierDelete.userErrors[0].code).toBe('tier_not_found');
+  });
+
+  it('another shop\'s tier can be neither changed nor deleted', async () => {
+    const a = await tierShop(t, null, [{ name: 'Silver', threshold: '100' }]);
+    const b = await t.shop('Other');
+    expect((await t.graphql(b.apiKey, UPDATE, { input: { id: a.tierIds.Silver, name: 'Mine' } })).data.tierUpdate.userErrors[0].code).toBe('tier_not_found');
+    expect((await t.graphql(b.apiKey, DELETE, { id: a.tierIds.Silver })).data.tierDelete.userErrors[0].code).toBe('tier_not_found');
+    expect((await t.graphql(b.apiKey, '{ tiers { id } }')).data.tiers).toEqual([]);
+  });
+});
+
+describe('upgrades at once, and the multiplier on place_order', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ WORKER: 'off' });
+  });
+  afterAll(() => t?.stop());
+
+  it('points/add crossing a threshold upgrades at once (one event per change); orders then earn × the multiplier, floored once', async () => {
+    const shop = await tierShop(t, null, [
+      { name: 'Silver', threshold: '100', multiplier: '1.5' },
+      { name: 'Gold', threshold: '300', multiplier: '2' },
+    ]);
+    await t.customer(shop.shopId, 'ada');
+    expect(await standing(t, shop.apiKey, 'ada')).toMatchObject({ tier: null, tierProgress: { current: '0', next: { name: 'Silver' }, remaining: '100' } });
+    expect((await addPoints(t, shop.apiKey, 'ada', 99)).status).toBe(200);
+    expect((await standing(t, shop.apiKey, 'ada')).tier).toBeNull();
+    expect((await addPoints(t, shop.apiKey, 'ada', 1)).status).toBe(200);
+    expect(await standing(t, shop.apiKey, 'ada')).toMatchObject({ tier: { tier: { name: 'Silver', multiplier: '1.5' } }, tierProgress: { current: '100', next: { name: 'Gold' }, remaining: '200' } });
+
+    // $7.00 at ×1.5: 10.5, floored once to 10 (not 7 × 1 × 1.5 rounded per unit).
+    const res = await putOrder(t, shop.apiKey, 'O-1', 'ada', '7.00');
+    expect(res.status).toBe(201);
+    expect((await res.json()).order.pointsEarned).toBe(10);
+    const row = await t.app.database.db.selectFrom('orders').select('earn_snapshot').where('order_id', '=', 'O-1').where('shop_id', '=', shop.shopId).executeTakeFirstOrThrow();
+    expect(row.earn_snapshot).toMatchObject({ multiplierBp: 15_000 });
+
+    // The order's earn (points_earned) and 190 more lift her to Gold; a refund of $3 recomputes by the snapshot's ×1.5 ($4 × 1.5 = 6: 4 back), not Gold's ×2.
+    expect((await addPoints(t, shop.apiKey, 'ada', 190)).status).toBe(200);
+    expect((await standing(t, shop.apiKey, 'ada')).tier.tier.name).toBe('Gold');
+    const refund = await putOrder(t, shop.apiKey, 'O-1', 'ada', '7.00', { refunded: '3.00', status: 'partially_refunded' });
+    expect((await refund.json()).order).toMatchObject({ pointsEarned: 6, pointsClawedBack: 4 });
+    // Gold's ×2 on the next order.
+    expect((await (await putOrder(t, shop.apiKey, 'O-2', 'ada', '7.00')).json()).order.pointsEarned).toBe(14);
+    // The clawback lowered the metric (296 + 14): no fall on the spot.
+    expect((await standing(t, shop.apiKey, 'ada')).tier.tier.name).toBe('Gold');
+    expect(tierNames(await tierEvents(t, shop.shopId))).toEqual([
+      [null, 'Silver', 'upgrade'],
+      ['Silver', 'Gold', 'upgrade'],
+    ]);
+  });
+
+  it('a batch of new orders of customers with and without a multiplier: each earns by its own tier', async () => {
+    const shop = await tierShop(t, null, [{ name: 'Silver', threshold: '50', multiplier: '1.25' }]);
+    const ids = Array.from({ length: 20 }, (_, i) => `b-${i}`);
+    for (const id of ids) await t.customer(shop.shopId, id);
+    for (const id of ids.filter((_, i) => i % 2 === 0)) expect((await addPoints(t, shop.apiKey, id, 50)).status).toBe(200);
+    const answers = await Promise.all(ids.map((id, i) => putOrder(t, shop.apiKey, `B-${i}`, id, '10.00')));
+    const earned = await Promise.all(answers.map(async (r) => (await r.json()).order.pointsEarned));
+    expect(earned).toEqual(ids.map((_, i) => (i % 2 === 0 ? 12 : 10)));
+    for (const [i, id] of ids.entries()) expect((await standing(t, shop.apiKey, id)).points).toBe(i % 2 === 0 ? 62 : 10);
+  });
+
+  it('a new tier ranks existing customers by their history at once (the evaluation it schedules)', async () => {
+    const shop = await tierShop(t, null, []);
+    await t.customer(shop.shopId, 'old');
+    expect((await addPoints(t, shop.apiKey, 'old', 400)).status).toBe(200);
+    expect((await createTier(t, shop.apiKey, { name: 'Gold', threshold: '300', multiplier: '2' })).userErrors).toEqual([]);
+    expect((await standing(t, shop.apiKey, 'old')).tier).toBeNull();
+    await t.app.scheduler.runDue();
+    expect((await standing(t, shop.apiKey, 'old')).tier.tier.name).toBe('Gold');
+    expect(tierNames(await tierEvents(t, shop.shopId))).toEqual([[null, 'Gold', 'evaluation']]);
+  });
+
+  it('REST GET /vip/tiers/customer: the tier, since when, and the progress; 404 for an unknown customer', async () => {
+    const shop = await tierShop(t, null, [
+      { name: 'Silver', threshold: '100', multiplier: '1.5' },
+      { name: 'Gold', threshold: '300', multiplier: '2' },
+    ]);
+    await t.customer(shop.shopId, 'rest');
+    expect((await addPoints(t, shop.apiKey, 'rest', 120)).status).toBe(200);
+    const res = await fetch(`${t.url}/rest-api/v1/vip/tiers/customer?customerIdentifier=rest`, { headers: { authorization: `Bearer ${shop.apiKey}` } });
+    expect(res.status).toBe(200);
+    const body = await res.json();
+    expect(body).toMatchObject({
+      success: true,
+      data: { tier: { id: shop.tierIds.Silver, name: 'Silver', threshold: '100', multiplier: '1.5' }, metric: 'points_earned', window: 'lifetime', progress: { current: '120', next: { name: 'Gold' }, remaining: '180' } },
+    });
+    expect(Date.parse(body.data.since)).toBeGreaterThan(Date.now() - 60_000);
+    const missing = await fetch(`${t.url}/rest-api/v1/vip/tiers/customer?customerIdentifier=nobody`, { headers: { authorization: `Bearer ${shop.apiKey}` } });
+    expect(missing.status).toBe(404);
+    const bad = await fetch(`${t.url}/rest-api/v1/vip/tiers/customer`, { headers: { authorization: `Bearer ${shop.apiKey}` } });
+    expect(bad.status).toBe(400);
+  });
+});
+
+describe('downgrades only at the daily evaluation', () => {
+  const clock = movableClock();
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ WORKER: 'off' }, { clock: clock.now });
+  });
+  afterAll(() => t?.stop());
+
+  it('amount_spent: a refund lowers the metric at once, the tier the next day', async () => {
+    const shop = await tierShop(t, { metric: 'amount_spent' }, [{ name: 'Silver', threshold: '50.00', multiplier: '1.5' }], 'Europe/Paris');
+    await t.customer(shop.shopId, 'spender');
+    expect((await putOrder(t, shop.apiKey, 'S-1', 'spender', '60.00')).status).toBe(201);
+    expect(await standing(t, shop.apiKey, 'spender')).toMatchObject({ tier: { tier: { name: 'Silver' } }, tierProgress: { current: '60.00', next: null, remaining: null } });
+    // A pending or cancelled order counts nothing; a refund leaves the day the order counts on.
+    expect((await putOrder(t, shop.apiKey, 'S-1', 'spender', '60.00', { refunded: '20.00', status: 'partially_refunded' })).status).toBe(200);
+    expect((await putOrder(t, shop.apiKey, 'S-2', 'spender', '30.00', { status: 'pending' })).status).toBe(201);
+    expect(await standing(t, shop.apiKey, 'spender')).toMatchObject({ tier: { tier: { name: 'Silver' } }, tierProgress: { current: '40.00', next: null } });
+    advance(clock, DAY);
+    await t.app.scheduler.runDue();
+    expect((await standing(t, shop.apiKey, 'spender')).tier).toBeNull();
+    expect((await standing(t, shop.apiKey, 'spender')).tierProgress).toMatchObject({ current: '40.00', next: { name: 'Silver' }, remaining: '10.00' });
+    // Paid now: up at once again.
+    expect((await putOrder(t, shop.apiKey, 'S-2', 'spender', '30.00')).status).toBe(200);
+    expect((await standing(t, shop.apiKey, 'spender')).tier.tier.name).toBe('Silver');
+    expect(tierNames(await tierEvents(t, shop.shopId))).toEqual([
+      [null, 'Silver', 'upgrade'],
+      ['Silver', null, 'evaluation'],
+      [null, 'Silver', 'upgrade'],
+    ]);
+  });
+
+  it('rolling_days: the tier holds while the points are in the window, and falls at the first evaluation after', async () => {
+    clock.moveTo(new Date());
+    const shop = await tierShop(t, { window: 'rolling_days', days: 30 }, [{ name: 'Silver', threshold: '100' }], 'America/New_York');
+    await t.customer(shop.shopId, 'roller');
+    expect((await addPoints(t, shop.apiKey, 'roller', 100)).status).toBe(200);
+    await t.app.scheduler.runDue();
+    advance(clock, 28 * DAY);
+    await t.app.scheduler.runDue();
+    expect((await standing(t, shop.apiKey, 'roller')).tier.tier.name).toBe('Silver');
+    advance(clock, 3 * DAY);
+    await t.app.scheduler.runDue();
+    expect((await standing(t, shop.apiKey, 'roller')).tier).toBeNull();
+    expect(tierNames(await tierEvents(t, shop.shopId))).toEqual([
+      [null, 'Silver', 'upgrade'],
+      ['Silver', null, 'evaluation'],
+    ]);
+  });
+
+  it('calendar_year: qualifying in year Y keeps the tier through Y+1, in the shop\'s time zone', async () => {
+    clock.moveTo(new Date());
+    const zone = 'Pacific/Auckland';
+    const shop = await tierShop(t, { window: 'calendar_year' }, [{ name: 'Gold', threshold: '100' }], zone);
+    await t.customer(shop.shopId, 'yearly');
+    expect((await addPoints(t, shop.apiKey, 'yearly', 100)).status).toBe(200);
+    await t.app.scheduler.runDue();
+    const year = Number(new Intl.DateTimeFormat('en-CA', { timeZone: zone, year: 'numeric' }).format(new Date()));
+    // The last minute of Y+1 in Auckland, then the first of Y+2.
+    const lastDay = startOfShopDay(`${year + 2}-01-01`, zone);
+    clock.moveTo(new Date(lastDay.getTime() - 60_000));
+    await t.app.scheduler.runDue();
+    expect(await standing(t, shop.apiKey, 'yearly')).toMatchObject({ tier: { tier: { name: 'Gold' } } });
+    clock.moveTo(new Date(lastDay.getTime() + 60_000));
+    await t.app.scheduler.runDue();
+    expect((await standing(t, shop.apiKey, 'yearly')).tier).toBeNull();
+  });
+});
+
+describe('the window\'s arithmetic, from a table', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ WORKER: 'off' });
+  });
+  afterAll(() => t?.stop());
+
+  // Days with points: 2025-12-31 (10), 2026-01-01 (20), 2026-02-28 (40), 2026-03-08 (80), 2026-12-31 (160), 2028-02-29 (320).
+  it.each([
+    ['lifetime', 0, '2026-03-08T12:00:00Z', 'UTC', false, 150],
+    ['lifetime', 0, '2030-01-01T00:00:00Z', 'UTC', false, 630],
+    // Year boundaries in the shop's zone: 2026-01-01 begins in Auckland at 11:00 UTC on 31 December.
+    ['calendar_year', 0, '2025-12-31T10:59:00Z', 'Pacific/Auckland', false, 10],
+    ['calendar_year', 0, '2025-12-31T11:00:00Z', 'Pacific/Auckland', false, 20],
+    ['calendar_year', 0, '2025-12-31T11:00:00Z', 'Pacific/Auckland', true, 20],
+    ['calendar_year', 0, '2027-06-01T00:00:00Z', 'UTC', false, 0],
+    ['calendar_year', 0, '2027-06-01T00:00:00Z', 'UTC', true, 300],
+    ['calendar_year', 0, '2028-01-01T00:00:00Z', 'UTC', true, 0],
+    // 29 February counts in its year; the next year looks back at it.
+    ['calendar_year', 0, '2028-02-29T12:00:00Z', 'UTC', false, 320],
+    ['calendar_year', 0, '2029-02-28T12:00:00Z', 'UTC', true, 320],
+    // Rolling: the last N shop-local days, today included; across the DST change of 8 March 2026 in New York.
+    ['rolling_days', 7, '2026-03-08T12:00:00Z', 'America/New_York', false, 80],
+    ['rolling_days', 9, '2026-03-08T12:00:00Z', 'America/New_York', false, 120],
+    ['rolling_days', 9, '2026-03-09T03:59:00Z', 'America/New_York', false, 120],
+    ['rolling_days', 9, '2026-03-09T04:00:00Z', 'America/New_York', false, 80],
+    ['rolling_days', 1, '2028-03-01T00:00:00Z', 'UTC', false, 0],
+    ['rolling_days', 2, '2028-03-01T00:00:00Z', 'UTC', false, 320],
+  ])('%s (%i days) at %s in %s, with last year %s: %i', async (window, days, at, zone, withPrior, value) => {
+    const db = t.app.database.db;
+    const shop = await t.shop('Window');
+    await t.customer(shop.shopId, 'w');
+    const { id } = await db.selectFrom('customers').select('id').where('shop_id', '=', shop.shopId).executeTakeFirstOrThrow();
+    const buckets: Array<[string, number]> = [['2025-12-31', 10], ['2026-01-01', 20], ['2026-02-28', 40], ['2026-03-08', 80], ['2026-12-31', 160], ['2028-02-29', 320]];
+    await db.insertInto('tier_metric_days').values(buckets.map(([day, points]) => ({ customer_id: id, day, points, spent: 0 }))).execute();
+    const { rows } = await sql<{ v: number }>`select tier_value(${id}, 'points_earned', ${window}, ${days}::int, ${zone}, ${at}::timestamptz, ${withPrior}) as v`.execute(db);
+    expect(Number(rows[0]!.v)).toBe(value);
+  });
+});
+
+describe.runIf(onPostgres)('on PostgreSQL, under concurrency', () => {
+  it('50 racing adds crossing two thresholds: one upgrade per tier crossed, the final tier right, the metric exact', async () => {
+    const pg = await isolatedPostgresUrl();
+    const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' });
+    const b = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' });
+    try {
+      const shop = await tierShop(a, null, [
+        { name: 'Silver', threshold: '100', multiplier: '1.5' },
+        { name: 'Gold', threshold: '400', multiplier: '2' },
+      ]);
+      await a.customer(shop.shopId, 'racer');
+      const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => addPoints(i % 2 ? a : b, shop.apiKey, 'racer', 10)));
+      expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+      expect(await standing(a, shop.apiKey, 'racer')).toMatchObject({ points: 500, tier: { tier: { name: 'Gold' } }, tierProgress: { current: '500' } });
+      expect(tierNames(await tierEvents(a, shop.shopId))).toEqual([
+        [null, 'Silver', 'upgrade'],
+        ['Silver', 'Gold', 'upgrade'],
+      ]);
+    } finally {
+      await a.stop();
+      await b.stop();
+      await pg.drop();
+    }
+  }, 60_000);
+
+  it('two instances evaluate each member once; a write racing the evaluation is never undone by it', async () => {
+    const pg = await isolatedPostgresUrl();
+    const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' });
+    const b = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' });
+    try {
+      const shop = await tierShop(a, null, [{ name: 'Silver', threshold: '100' }]);
+      const ids = Array.from({ length: 60 }, (_, i) => `m-${i}`);
+      for (const id of ids) await a.customer(shop.shopId, id);
+      await Promise.all(ids.map((id) => addPoints(a, shop.apiKey, id, 100)));
+      await a.app.scheduler.runDue();
+      // Silver now takes 150: every member falls at the evaluation this schedules, once, whichever
+      // instance walks them; meanwhile ten of them earn 100 more, which keeps (or makes) them Silver.
+      expect((await a.graphql(shop.apiKey, UPDATE, { input: { id: shop.tierIds.Silver, threshold: '150' } })).data.tierUpdate.userErrors).toEqual([]);
+      await Promise.all([
+        a.app.scheduler.runDue(),
+        b.app.scheduler.runDue(),
+        ...ids.slice(0, 10).map((id) => addPoints(id.endsWith('1') ? a : b, shop.apiKey, id, 100)),
+        a.app.scheduler.runDue(),
+        b.app.scheduler.runDue(),
+      ]);
+      await a.app.scheduler.runDue();
+      const events = await tierEvents(a, shop.shopId);
+      const members = await a.app.database.db
+        .selectFrom('tier_members as m')
+        .innerJoin('customers as c', 'c.id', 'm.customer_id')
+        .select(['c.id', 'c.shopify_customer_id', 'm.tier_id'])
+        .where('m.shop_id', '=', shop.shopId)
+        .execute();
+      const held = new Map(members.map((m) => [m.shopify_customer_id, m.tier_id]));
+      for (const id of ids.slice(0, 10)) expect(held.get(id)).toBe(shop.tierIds.Silver);
+      for (const id of ids.slice(10)) expect(held.get(id)).toBeNull();
+      // Fifty falls, one each; the ten that earned fell and rose again at most once.
+      const byCustomer = new Map<string, typeof events>();
+      for (const e of events) byCustomer.set(e.customer, [...(byCustomer.get(e.customer) ?? []), e]);
+      const shopifyId = new Map(members.map((m) => [m.id, m.shopify_customer_id]));
+      for (const [customer, list] of byCustomer) {
+        expect(tierNames(list)[0]).toEqual([null, 'Silver', 'upgrade']);
+        const names = tierNames(list).slice(1);
+        if (ids.slice(10).includes(shopifyId.get(customer)!)) expect(names).toEqual([['Silver', null, 'evaluation']]);
+        else expect([[], [['Silver', null, 'evaluation'], [null, 'Silver', 'upgrade']]]).toContainEqual(names);
+      }
+      // The events, replayed in order, end at what each member holds.
+      const replayed = new Map<string, string | null>();
+      for (const e of events) replayed.set(e.customer, e.tier ? shop.tierIds[e.tier.name]! : null);
+      for (const m of members) expect(replayed.get(m.id)).toBe(m.tier_id);
+    } finally {
+      await a.stop();
+      await b.stop();
+      await pg.drop();
+    }
+  }, 60_000);
+});
+
+describe('after downtime', () => {
+  it('a restart runs the evaluations missed while the service was down, once', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'loyalty-tiers-'));
+    const pg = onPostgres ? await isolatedPostgresUrl() : undefined;
+    const env: Record<string, string> = pg ? { DATABASE_URL: pg.url } : { DATA_DIR: dir };
+    const clock = movableClock();
+    try {
+      const first = await startTestApp({ ...env, WORKER: 'off' }, { clock: clock.now });
+      const shop = await tierShop(first, { window: 'rolling_days', days: 5 }, [{ name: 'Silver', threshold: '100' }]);
+      for (const id of ['r-1', 'r-2', 'r-3']) {
+        await first.customer(shop.shopId, id);
+        expect((await addPoints(first, shop.apiKey, id, 100)).status).toBe(200);
+      }
+      await first.app.scheduler.runDue();
+      await first.stop();
+      advance(clock, 12 * DAY);
+      const second = await startTestApp(env, { clock: clock.now });
+      try {
+        await until(async () => (await tierEvents(second, shop.shopId)).filter((e) => e.reason === 'evaluation').length === 3, 10_000, 'the members fell');
+        await second.app.scheduler.runDue();
+        expect(tierNames(await tierEvents(second, shop.shopId)).filter(([, , reason]) => reason === 'evaluation')).toEqual([
+          ['Silver', null, 'evaluation'],
+          ['Silver', null, 'evaluation'],
+          ['Silver', null, 'evaluation'],
+        ]);
+        const run = await second.app.database.db.selectFrom('shop_day_runs').selectAll().where('shop_id', '=', shop.shopId).where('kind', '=', 'tiers').executeTakeFirstOrThrow();
+        expect(run.due_at.getTime()).toBeGreaterThan(clock.now());
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      await pg?.drop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
