@@ -62,6 +62,22 @@ describe('order earn arithmetic', () => {
     expect(orderPoints({ ...snapshot(rule({ earnPoint: 3, spentMinor: 1000 })), multiplierBp: 12_500 }, order())).toBe(Math.floor(5 * 3 * 1.25));
   });
 
+  // Tier multipliers × rules × refunds: floor(eligible / spent) × earnPoint × multiplier, floored once.
+  // The order's lines net 5,799 of a 6,729 total; a money-only refund of 2,243 keeps 2/3 of it: 3,866.
+  it.each<[string, number, Partial<EarnRule>, Partial<OrderState>, number]>([
+    ['×1, 1 pt / $1', 10_000, {}, {}, 57],
+    ['×1.5, 1 pt / $1', 15_000, {}, {}, 85],
+    ['×1.25, 3 pts / $10: 5 × 3 × 1.25 = 18.75', 12_500, { earnPoint: 3, spentMinor: 1000 }, {}, 18],
+    ['×1.3333, 1 pt / $7: 8 × 1.3333 = 10.67', 13_333, { spentMinor: 700 }, {}, 10],
+    ['×2, 7 pts / $3: 19 × 7 × 2', 20_000, { earnPoint: 7, spentMinor: 300 }, {}, 266],
+    ['×100, 1 pt / $10', 1_000_000, { spentMinor: 1000 }, {}, 500],
+    ['×1.5 after a money-only refund of a third: 38 × 1.5', 15_000, {}, { refundedMinor: 2243, status: 'partially_refunded' }, 57],
+    ['×2 after a full refund', 20_000, {}, { refundedMinor: 6729, status: 'refunded' }, 0],
+    ['×2, cancelled', 20_000, {}, { status: 'cancelled' }, 0],
+  ])('%s', (_name, multiplierBp, ruleFields, state, points) => {
+    expect(orderPoints({ ...snapshot(rule(ruleFields)), multiplierBp }, order(state))).toBe(points);
+  });
+
   it.each<[string, number]>([
     ['JPY (no minor unit), 1 pt per ¥100: ¥12,345 earns 123', 100],
     ['KWD (3 decimals), 1 pt per 1.000 KWD: 12.345 KWD earns 12', 1000],

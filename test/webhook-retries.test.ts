@@ -12,6 +12,7 @@ import { changePoints } from '../src/domain/points.js';
 import { createPointsRedemption, redeemPoints } from '../src/domain/redemptions.js';
 import { getReferralCode, registerReferral } from '../src/domain/referrals.js';
 import { updateShopSettings } from '../src/domain/shop-settings.js';
+import { createTier } from '../src/domain/tiers.js';
 import { createShop } from '../src/domain/shops.js';
 import { getDelivery } from '../src/domain/webhook-deliveries.js';
 import { createSubscription } from '../src/domain/webhook-subscriptions.js';
@@ -288,13 +289,13 @@ describe('every topic is delivered, data being the resource after the change', (
     await updateShopSettings(handle.db, shop.id, { expiry: { mode: 'per_earn', days: 10, warningDays: 3 } });
     const path = `/hook/${newId()}`;
     const subscriptions = await Promise.all(
-      ['customers/*', 'points/*', 'orders/*', 'redemptions/*', 'referrals/*'].map((topic) =>
+      ['customers/*', 'points/*', 'orders/*', 'redemptions/*', 'referrals/*', 'tiers/*'].map((topic) =>
         createSubscription(deps(), shop.id, { topic, callbackUrl: `https://localhost:${receiver.port}${path}` }).catch(async () =>
           createSubscription(deps(), shop.id, { topic, callbackUrl: `https://localhost:${receiver.port}${path}?${topic}` }),
         ),
       ),
     );
-    expect(subscriptions).toHaveLength(5);
+    expect(subscriptions).toHaveLength(6);
     // A generous timeout: on a loaded machine a 1-s one failed a send, which then waited for its retry.
     const w = worker({ timeoutMs: 10_000 });
     const relay = createOutboxRelay({ db: handle.db, logger, handlers: [w.outboxHandler] });
@@ -319,6 +320,10 @@ describe('every topic is delivered, data being the resource after the change', (
     await registerReferral(handle.db, shop.id, { referralCode: code, customer: { shopifyCustomerId: 'ref-2', email: 'ref-2@example.com' } });
     expect(await expiryWarnings.runDue(handle.db, new Date(Date.now() + 9 * 86_400_000), 100)).toBeGreaterThan(0);
     expect(await pointExpiry.runDue(handle.db, new Date(Date.now() + 14 * 86_400_000), 100)).toBeGreaterThan(0);
+    // A tier, then a customer whose points reach it (tiers/changed).
+    await createTier(handle.db, shop.id, { name: 'Gold', threshold: '5000', multiplier: '2' });
+    await upsertCustomer(handle.db, shop.id, { shopifyCustomerId: 'vip', email: 'vip@example.com' });
+    await changePoints(handle.db, shop.id, 'add', { customerIdentifier: 'vip', amount: 5000 });
     while ((await relay.relayBatch()) > 0);
     await w.drain();
 
@@ -341,6 +346,7 @@ describe('every topic is delivered, data being the resource after the change', (
     expect(byType.get('points/earned').data).toMatchObject({ type: 'earn_points', settingType: 'rule', newPoints: 10 });
     expect(byType.get('points/expiring').data).toMatchObject({ points: expect.any(Number), expiresAt: expect.any(String) });
     expect(byType.get('points/expired').data).toMatchObject({ type: 'expire_points', settingType: 'expiry', newPoints: 0 });
+    expect(byType.get('tiers/changed').data).toMatchObject({ previousTier: null, tier: { name: 'Gold', multiplier: '2' }, reason: 'upgrade' });
   });
 });
 

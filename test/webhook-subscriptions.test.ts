@@ -106,6 +106,7 @@ describe('GET /webhooks/topics', () => {
       'points/clawed_back',
       'points/expiring',
       'points/expired',
+      'tiers/changed',
       'orders/created',
       'orders/updated',
       'redemptions/created',
