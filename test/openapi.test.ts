@@ -341,6 +341,15 @@ describe('live responses match the document', () => {
     await expectDocumented('GET', '/earningRules/eligibility', '/earningRules/eligibility?customerIdentifier=nobody', 404);
   });
 
+  it('a customer\'s VIP tier and progress', async () => {
+    const tier = await t.graphql(shop.apiKey, 'mutation { tierCreate(input: { name: "Silver", threshold: "1", multiplier: "1.5" }) { userErrors { code } } }');
+    expect(tier.data.tierCreate.userErrors).toEqual([]);
+    await t.post('/rest-api/v1/points/add', { customerIdentifier: 'o-1', amount: 5 }, shop.apiKey);
+    const found = await expectDocumented('GET', '/vip/tiers/customer', '/vip/tiers/customer?customerIdentifier=o-1', 200);
+    expect(found.body.data).toMatchObject({ tier: { name: 'Silver', multiplier: '1.5' }, progress: { next: null, remaining: null } });
+    await expectDocumented('GET', '/vip/tiers/customer', '/vip/tiers/customer?customerIdentifier=nobody', 404);
+  });
+
   it('the Shopify connector: accepted, duplicate, a bad signature, an unknown shop, a missing header', async () => {
     const secret = 'openapi-shopify-secret';
     const connected = await t.graphql(shop.apiKey, `mutation { shopifySettingsUpdate(input: { shopDomain: "openapi.myshopify.com", webhookSecret: "${secret}" }) { userErrors { code } } }`);

@@ -1,19 +1,24 @@
 // Expiry: 1,000,000 due lots (100,000 customers of a per_earn shop, 10 lots each) expired by the
 // server's own scheduler while POST /points/add of another shop runs beside it at a steady rate
 // (open loop). Its p99 during the sweep against its p99 before and after it, in one run; then a
-// ledger check.
+// ledger check. Then the daily tier evaluation of a shop with 1,000,000 members (a tenth of whom
+// fall: their points left the rolling window), beside the same load.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase } from '../../src/db/database.js';
 import { upsertCustomer } from '../../src/domain/customers.js';
 import { updateShopSettings } from '../../src/domain/shop-settings.js';
 import { createShop } from '../../src/domain/shops.js';
+import { createTier } from '../../src/domain/tiers.js';
 import { combine, type Measurement, runOpenLoop } from '../lib/load.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
 
-const TARGETS = { sweepSeconds: 60, p99Ratio: 2 };
+const TARGETS = { sweepSeconds: 60, p99Ratio: 2, evaluationSeconds: 60 };
+const TIER_MEMBERS = 1_000_000;
+/** One member in this many has points only outside the window: they fall at the evaluation. */
+const FALL_EVERY = 10;
 const EXPIRING_CUSTOMERS = 100_000;
 const LOTS_PER_CUSTOMER = 10;
 const LOT_POINTS = 10;
@@ -107,6 +112,10 @@ async function run(options: BenchOptions): Promise<boolean> {
     const sweeping = combine(during);
     const ratio = sweeping.p99 / quiet.p99;
 
+    const tiers = await evaluateTiers(schema.url, client, (durationSec) => runOpenLoop({ ...pointsAdd, rate: ADD_RATE, durationSec }));
+    const evaluating = combine(tiers.during);
+    const tierRatio = evaluating.p99 / quiet.p99;
+
     const one = async (text: string, params: unknown[]) => Number(Object.values((await client.query(text, params)).rows[0])[0]);
     const shop = [expiringShopId];
     const checks = [
@@ -131,6 +140,7 @@ async function run(options: BenchOptions): Promise<boolean> {
           [
             ['before and after the sweep', fmt.rate(quiet.rate), fmt.ms(quiet.p50), fmt.ms(quiet.p99), quiet.ok, quiet.failed],
             ['during the sweep', fmt.rate(sweeping.rate), fmt.ms(sweeping.p50), fmt.ms(sweeping.p99), sweeping.ok, sweeping.failed],
+            ['during the tier evaluation', fmt.rate(evaluating.rate), fmt.ms(evaluating.p50), fmt.ms(evaluating.p99), evaluating.ok, evaluating.failed],
           ],
         ),
         '',
@@ -139,15 +149,17 @@ async function run(options: BenchOptions): Promise<boolean> {
           [
             [`${EXPIRING_CUSTOMERS * LOTS_PER_CUSTOMER} due lots expired`, `${sweepSec.toFixed(1)} s`, `< ${TARGETS.sweepSeconds} s`, sweepSec < TARGETS.sweepSeconds ? 'met' : 'MISSED'],
             [`points/add p99 during / without the sweep (${ADD_RATE}/s)`, fmt.ratio(ratio), `< ${TARGETS.p99Ratio}`, ratio < TARGETS.p99Ratio ? 'met' : 'MISSED'],
+            [`tier evaluation of ${TIER_MEMBERS} members`, `${tiers.seconds.toFixed(1)} s`, `< ${TARGETS.evaluationSeconds} s`, tiers.seconds < TARGETS.evaluationSeconds ? 'met' : 'MISSED'],
+            [`points/add p99 during the evaluation / without (informative)`, fmt.ratio(tierRatio), '', ''],
           ],
         ),
         '',
-        ...checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}`),
+        ...[...checks, ...tiers.checks].map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}`),
         ...(server.logged().length ? [`  server log tail: ${server.logged().join(' | ')}`] : []),
         '',
       ].join('\n'),
     );
-    return checks.every((c) => c.ok) && quiet.failed + sweeping.failed === 0;
+    return [...checks, ...tiers.checks].every((c) => c.ok) && quiet.failed + sweeping.failed + evaluating.failed === 0;
   } finally {
     await client.end();
     await server?.stop();
@@ -155,8 +167,69 @@ async function run(options: BenchOptions): Promise<boolean> {
   }
 }
 
+/**
+ * A shop of TIER_MEMBERS customers, each a member holding Silver (100 points in a 30-day rolling
+ * window), written directly; a tenth have their points 40 days back. Its evaluation is then made
+ * due, and the server's scheduler walks it while `load` runs in one-second slices.
+ */
+async function evaluateTiers(url: string, client: Awaited<ReturnType<typeof connect>>, load: (durationSec: number) => Promise<Measurement>) {
+  const { db, close } = await openDatabase({ url, poolSize: 2 });
+  let shopId: string;
+  let silver: string;
+  try {
+    const { shop } = await createShop(db, 'Bench tiers shop');
+    shopId = shop.id;
+    await updateShopSettings(db, shopId, { tiers: { window: 'rolling_days', days: 30 } });
+    silver = (await createTier(db, shopId, { name: 'Silver', threshold: '100', multiplier: '1.5' })).tier.id;
+    await createTier(db, shopId, { name: 'Gold', threshold: '1000', multiplier: '2' });
+  } finally {
+    await close();
+  }
+  // Not due while it is being written.
+  await client.query(`update shop_day_runs set due_at = '2100-01-01' where shop_id = $1 and kind = 'tiers'`, [shopId]);
+  const started = performance.now();
+  await client.query(
+    `insert into customers (id, shop_id, shopify_customer_id, email, points)
+     select 'bt' || i, $1, i::text, 't' || i || '@bench.example', 100 from generate_series(1, $2) i`,
+    [shopId, TIER_MEMBERS],
+  );
+  await client.query(`insert into tier_members (customer_id, shop_id, tier_id, since) select 'bt' || i, $1, $2, now() from generate_series(1, $3) i`, [shopId, silver, TIER_MEMBERS]);
+  await client.query(
+    `insert into tier_metric_days (customer_id, day, points)
+     select 'bt' || i, current_date - case when i % $2 = 0 then 40 else 3 end, 100 from generate_series(1, $1) i`,
+    [TIER_MEMBERS, FALL_EVERY],
+  );
+  await client.query('analyze customers; analyze tier_members; analyze tier_metric_days');
+  process.stdout.write(`  seeded ${TIER_MEMBERS} tier members in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+
+  const dueAt = Date.now();
+  await client.query(`update shop_day_runs set due_at = $2, after_id = null where shop_id = $1 and kind = 'tiers'`, [shopId, new Date(dueAt)]);
+  const during: Measurement[] = [];
+  let seconds = Number.NaN;
+  for (;;) {
+    during.push(await load(1));
+    const run = await client.query<{ due_at: Date }>(`select due_at from shop_day_runs where shop_id = $1 and kind = 'tiers'`, [shopId]);
+    if (run.rows[0]!.due_at.getTime() > Date.now()) {
+      seconds = (Date.now() - dueAt) / 1000;
+      break;
+    }
+    if (Date.now() - dueAt > 10 * TARGETS.evaluationSeconds * 1000) break;
+  }
+  process.stdout.write(`  tier evaluation of ${TIER_MEMBERS} members: done within ${seconds.toFixed(1)} s of falling due\n`);
+  const one = async (text: string) => Number(Object.values((await client.query(text, [shopId])).rows[0])[0]);
+  const falls = TIER_MEMBERS / FALL_EVERY;
+  return {
+    seconds,
+    during,
+    checks: [
+      { name: `the tier evaluation: ${falls} members fell, the others kept Silver`, ok: (await one(`select count(*) from tier_members where shop_id = $1 and tier_id is null`)) === falls && (await one(`select count(*) from tier_members where shop_id = $1 and tier_id is not null`)) === TIER_MEMBERS - falls },
+      { name: 'one tiers/changed event per fall', ok: (await one(`select count(*) from outbox_events where shop_id = $1 and type = 'tiers/changed'`)) === falls },
+    ],
+  };
+}
+
 export const expiry: Scenario = {
   name: 'expiry',
-  summary: '1,000,000 due lots expired by the scheduler while POST /points/add of another shop runs beside it; p99 during against without',
+  summary: '1,000,000 due lots expired by the scheduler while POST /points/add of another shop runs beside it, p99 during against without; then the tier evaluation of 1,000,000 members',
   run,
 };

@@ -42,13 +42,18 @@ export function createScheduler(options: SchedulerOptions): Scheduler {
 
   const runDue = async () => {
     let done = 0;
-    for (const kind of kinds) {
-      for (;;) {
+    // A batch of each kind in turn, so a long sweep (a million lots, a tier evaluation) never
+    // holds up the others: a Shopify webhook or a pending release waits one batch, not the sweep.
+    let busy = kinds;
+    while (busy.length) {
+      const full: DueWork[] = [];
+      for (const kind of busy) {
         const n = await kind.runDue(db, now(), batchSize);
         done += n;
-        // A stop ends the pass after this batch; the rest is caught up at the next start.
-        if (n < batchSize || stopping) break;
+        if (n >= batchSize) full.push(kind);
       }
+      // A stop ends the pass after this round; the rest is caught up at the next start.
+      busy = stopping ? [] : full;
     }
     return done;
   };

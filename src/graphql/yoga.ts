@@ -66,6 +66,17 @@ mutation ExpireAfterAYear {
   }
 }
 
+# A VIP ladder on points earned this calendar year: Gold earns 1.5x on orders (docs/tiers.md).
+mutation VipTiers {
+  shopSettingsUpdate(input: { tiers: { metric: points_earned, window: calendar_year } }) { userErrors { code message } }
+  silver: tierCreate(input: { name: "Silver", threshold: "500", multiplier: "1.25" }) { tier { id } userErrors { code message } }
+  gold: tierCreate(input: { name: "Gold", threshold: "1500", multiplier: "1.5" }) { tier { id } userErrors { code message } }
+}
+
+query CustomerTier {
+  customer(identifier: "demo-1001") { tier { tier { name multiplier } since } tierProgress { current next { name } remaining } }
+}
+
 # Runs until stopped; add or redeem points meanwhile to see events arrive.
 subscription PointsEvents {
   events(topics: ["points/*", "redemptions/created"]) { id type timestamp data }
