@@ -62,18 +62,21 @@ export async function up(db: Kysely<any>): Promise<void> {
     language sql immutable parallel safe
     return case when status in ('paid', 'partially_refunded', 'refunded') and currency = shop_currency then greatest(total_minor - refunded_minor, 0) else 0 end`.execute(db);
 
-  // A customer's metric at \`as_of\` over the shop's window; with_prior: for calendar_year, the better
-  // of this year and last (qualifying in year Y keeps the tier through Y+1).
+  // Customers' metrics at \`as_of\` over the shop's window, one row per id (0 without any); with_prior:
+  // for calendar_year, the better of this year and last (qualifying in year Y keeps the tier
+  // through Y+1). Sets of ids, so an evaluation batch is one call.
   await sql`
-    create function tier_value(customer text, metric text, win text, win_days int, zone text, as_of timestamptz, with_prior boolean) returns bigint
-    language sql stable parallel safe as $$
-      select coalesce(greatest(
-        sum(v) filter (where win = 'lifetime' or (win = 'rolling_days' and day > today - win_days) or (win = 'calendar_year' and day >= this_year)),
-        sum(v) filter (where with_prior and win = 'calendar_year' and day >= this_year - interval '1 year' and day < this_year)), 0)::bigint
-      from (select (as_of at time zone zone)::date as today) t
-      cross join lateral (select date_trunc('year', t.today)::date as this_year) y
-      join tier_metric_days d on d.customer_id = customer and d.day <= t.today
+    create function tier_values(ids text[], metric text, win text, win_days int, zone text, as_of timestamptz, with_prior boolean)
+    returns table (member_id text, metric_value bigint) language sql stable parallel safe as $$
+      select c.id, coalesce(greatest(
+        sum(m.v) filter (where win = 'lifetime' or (win = 'rolling_days' and d.day > t.today - win_days) or (win = 'calendar_year' and d.day >= t.this_year)),
+        sum(m.v) filter (where with_prior and win = 'calendar_year' and d.day >= t.this_year - interval '1 year' and d.day < t.this_year)), 0)::bigint
+      from (select (as_of at time zone zone)::date as today) x
+      cross join lateral (select x.today, date_trunc('year', x.today)::date as this_year) t
+      cross join unnest(ids) as c(id)
+      left join tier_metric_days d on d.customer_id = c.id and d.day <= t.today
       cross join lateral (select case when metric = 'amount_spent' then d.spent else d.points end as v) m
+      group by c.id
     $$`.execute(db);
 
   // The highest tier of the shop whose threshold the value reaches.
@@ -105,9 +108,9 @@ export async function up(db: Kysely<any>): Promise<void> {
       on conflict (customer_id) do nothing;
       perform 1 from tier_members where customer_id = any(ids) order by customer_id for update;
       with target as (
-        select m.customer_id, m.shop_id, m.tier_id as held,
-          tier_for(m.shop_id, tier_value(m.customer_id, s.tier_metric, s.tier_window, s.tier_window_days, s.timezone, as_of, true)) as tier_id
+        select m.customer_id, m.shop_id, m.tier_id as held, tier_for(m.shop_id, v.metric_value) as tier_id
         from tier_members m join shops s on s.id = m.shop_id
+        cross join lateral tier_values(array[m.customer_id], s.tier_metric, s.tier_window, s.tier_window_days, s.timezone, as_of, true) v
         where m.customer_id = any(ids)
       ), raised as (
         update tier_members m set tier_id = t.tier_id, since = as_of
@@ -204,7 +207,7 @@ export async function down(db: Kysely<any>): Promise<void> {
   await sql`drop function new_event_id()`.execute(db);
   await sql`drop function tier_event(text, text, text, text)`.execute(db);
   await sql`drop function tier_for(text, bigint)`.execute(db);
-  await sql`drop function tier_value(text, text, text, int, text, timestamptz, boolean)`.execute(db);
+  await sql`drop function tier_values(text[], text, text, int, text, timestamptz, boolean)`.execute(db);
   await sql`drop function tier_spent(text, text, bigint, bigint, text)`.execute(db);
   await sql`drop function tier_points(text, bigint, bigint)`.execute(db);
   await sql`alter table shop_day_runs drop column after_id`.execute(db);

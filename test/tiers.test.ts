@@ -334,7 +334,7 @@ describe('the window\'s arithmetic, from a table', () => {
     const { id } = await db.selectFrom('customers').select('id').where('shop_id', '=', shop.shopId).executeTakeFirstOrThrow();
     const buckets: Array<[string, number]> = [['2025-12-31', 10], ['2026-01-01', 20], ['2026-02-28', 40], ['2026-03-08', 80], ['2026-12-31', 160], ['2028-02-29', 320]];
     await db.insertInto('tier_metric_days').values(buckets.map(([day, points]) => ({ customer_id: id, day, points, spent: 0 }))).execute();
-    const { rows } = await sql<{ v: number }>`select tier_value(${id}, 'points_earned', ${window}, ${days}::int, ${zone}, ${at}::timestamptz, ${withPrior}) as v`.execute(db);
+    const { rows } = await sql<{ v: number }>`select metric_value as v from tier_values(array[${id}], 'points_earned', ${window}, ${days}::int, ${zone}, ${at}::timestamptz, ${withPrior})`.execute(db);
     expect(Number(rows[0]!.v)).toBe(value);
   });
 });

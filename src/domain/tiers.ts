@@ -211,7 +211,15 @@ export async function deleteTier(db: DB, shopId: string, id: string, now = new D
     if (Number(held.n) > 0) {
       throw new ConflictError('tier_in_use', `${held.n} customer(s) hold this tier; raise its threshold, let the daily evaluation move them, then delete it`, ['id']);
     }
-    await trx.deleteFrom('tiers').where('id', '=', id).execute();
+    await trx
+      .deleteFrom('tiers')
+      .where('id', '=', id)
+      .execute()
+      .catch((err) => {
+        // A customer reached it (an upgrade, an evaluation) while this waited for their commit.
+        if ((err as { code?: string }).code === '23503') throw new ConflictError('tier_in_use', 'a customer reached this tier meanwhile; try again once nobody holds it', ['id']);
+        throw err;
+      });
     const left = await trx.selectFrom('tiers').select('id').where('shop_id', '=', shopId).limit(1).executeTakeFirst();
     if (left) await evaluateNow(trx, shopId, now);
     else await stopKeepingMetric(trx, shopId);
@@ -309,12 +317,11 @@ export async function customerTiers(db: Queryable, shopId: string, customerIds: 
  */
 export async function tierProgress(db: Queryable, shopId: string, customerIds: readonly string[], now = new Date()): Promise<TierProgress[]> {
   const { rows } = await sql<{ customer_id: string; value: number; next_id: string | null }>`
-    select c.id as customer_id, v.value,
-      (select t.id from tiers t where t.shop_id = s.id and t.threshold > greatest(v.value, coalesce(h.threshold, -1)) order by t.threshold limit 1) as next_id
-    from customers c join shops s on s.id = c.shop_id
+    select c.id as customer_id, v.metric_value as value,
+      (select t.id from tiers t where t.shop_id = c.shop_id and t.threshold > greatest(v.metric_value, coalesce(h.threshold, -1)) order by t.threshold limit 1) as next_id
+    from customers c join ${memberValues(shopId, sql`${[...customerIds]}::text[]`, now, false)} v on v.member_id = c.id
     left join tier_members m on m.customer_id = c.id left join tiers h on h.id = m.tier_id
-    cross join lateral (select tier_value(c.id, s.tier_metric, s.tier_window, s.tier_window_days, s.timezone, ${now}, false) as value) v
-    where c.shop_id = ${shopId} and c.id = any(${[...customerIds]}::text[])`.execute(db);
+    where c.shop_id = ${shopId}`.execute(db);
   const tiers = new Map((await listTierRows(db, shopId)).map((r) => [r.id, r]));
   const program = await readProgram(db, shopId);
   const byCustomer = new Map(rows.map((r) => [r.customer_id, r]));
@@ -355,9 +362,13 @@ function listTierRows(db: Queryable, shopId: string) {
   return db.selectFrom('tiers').selectAll().where('shop_id', '=', shopId).execute();
 }
 
-/** The tier a member's metric reaches at `now`, as an SQL expression (calendar_year: this year's or last year's, the better). */
-function targetTier(shopId: string, customerId: RawBuilder<unknown>, now: Date) {
-  return sql`tier_for(${shopId}, (select tier_value(${customerId}, s.tier_metric, s.tier_window, s.tier_window_days, s.timezone, ${now}, true) from shops s where s.id = ${shopId}))`;
+/**
+ * Members' metrics at `now` over the shop's window (member_id, metric_value), as an SQL subquery;
+ * with_prior: for calendar_year, this year's or last year's, the better (what decides the tier).
+ */
+function memberValues(shopId: string, ids: RawBuilder<unknown>, now: Date, withPrior: boolean) {
+  return sql`(select v.member_id, v.metric_value from shops s
+    cross join lateral tier_values(${ids}, s.tier_metric, s.tier_window, s.tier_window_days, s.timezone, ${now}, ${withPrior}) v where s.id = ${shopId})`;
 }
 
 /** How many members one evaluation transaction walks: short enough that live writes barely wait on it. */
@@ -407,8 +418,9 @@ async function evaluateBatch(trx: Trx, now: Date): Promise<number | undefined> {
       where m.shop_id = ${shopId} and m.customer_id > ${run.after_id ?? ''}
       order by m.customer_id limit ${EVALUATION_BATCH}
     )
-    select b.customer_id, ${targetTier(shopId, sql`b.customer_id`, now)} is distinct from b.tier_id as changes
-    from batch b order by b.customer_id`.execute(trx);
+    select b.customer_id, tier_for(${shopId}, v.metric_value) is distinct from b.tier_id as changes
+    from batch b join ${memberValues(shopId, sql`array(select customer_id from batch)`, now, true)} v on v.member_id = b.customer_id
+    order by b.customer_id`.execute(trx);
   const changing = rows.filter((r) => r.changes).map((r) => r.customer_id);
   if (changing.length) {
     // Then only those are locked and judged again, on what writers committed meanwhile: a live
@@ -417,8 +429,8 @@ async function evaluateBatch(trx: Trx, now: Date): Promise<number | undefined> {
     await sql`
       with changed as (
         update tier_members m set tier_id = t.tier_id, since = ${now}
-        from (select m.customer_id, m.tier_id as held, ${targetTier(shopId, sql`m.customer_id`, now)} as tier_id
-              from tier_members m where m.customer_id = any(${changing}::text[])) t
+        from (select m.customer_id, m.tier_id as held, tier_for(${shopId}, v.metric_value) as tier_id
+              from tier_members m join ${memberValues(shopId, sql`${changing}::text[]`, now, true)} v on v.member_id = m.customer_id) t
         where m.customer_id = t.customer_id and t.tier_id is distinct from t.held
         returning m.customer_id, t.held, t.tier_id
       )

@@ -176,7 +176,7 @@ const REST: Route[] = [
   ] },
 ];
 
-const GET_ROUTES = ['/pointsRedemptions', '/referral', '/referral/referee', '/webhooks/topics', '/webhooks/subscriptions', '/webhooks/deliveries', '/orders/1001'];
+const GET_ROUTES = ['/pointsRedemptions', '/referral', '/referral/referee', '/webhooks/topics', '/webhooks/subscriptions', '/webhooks/deliveries', '/orders/1001', '/earningRules/eligibility', '/vip/tiers/customer'];
 const QUERY_NAMES = ['customerIdentifier', 'page', 'pageSize', 'status', 'topic', 'subscriptionId', 'after', 'first', 'cursor', 'customerIdentifier[]', '__proto__'];
 
 /** Ids that name nothing of this shop: malformed, unknown, another shop's kind, injected. */
