@@ -180,3 +180,26 @@ describe('after downtime', () => {
     }
   });
 });
+
+describe('a birthday that is no date', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ WORKER: 'off' });
+  });
+  afterAll(() => t?.stop());
+
+  it.each(['1990-02-31', '1990-02-30', '1991-02-29', '1990-04-31', '1990-13-01', '31/02/1990'])('%s is a validation error, and nothing is stored', async (birthday) => {
+    const shop = await t.shop('Bad birthdays');
+    const upsert = 'mutation($input: CustomerInput!) { customerUpsert(input: $input) { created userErrors { code field } } }';
+    const res = await t.graphql(shop.apiKey, upsert, { input: { shopifyCustomerId: 'b-1', email: 'b-1@example.com', birthday } });
+    expect(res.data.customerUpsert).toEqual({ created: null, userErrors: [{ code: 'validation_error', field: ['input', 'birthday'] }] });
+    expect(await t.app.database.db.selectFrom('customers').select('id').where('shop_id', '=', shop.shopId).execute()).toEqual([]);
+  });
+
+  it('29 February of a leap year is a birthday', async () => {
+    const shop = await t.shop('Leap birthdays');
+    const upsert = 'mutation($input: CustomerInput!) { customerUpsert(input: $input) { created customer { birthday } userErrors { code } } }';
+    const res = await t.graphql(shop.apiKey, upsert, { input: { shopifyCustomerId: 'leap', email: 'leap@example.com', birthday: '1992-02-29' } });
+    expect(res.data.customerUpsert).toEqual({ created: true, customer: { birthday: '1992-02-29' }, userErrors: [] });
+  });
+});

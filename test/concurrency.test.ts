@@ -106,3 +106,19 @@ describe(`concurrent balance changes (${onPostgres ? 'PostgreSQL' : 'PGlite'})`,
     expect(Number(events.n)).toBe(Number(entries.n));
   });
 });
+
+describe('concurrent upserts of one new customer', () => {
+  it('20 at once: every one answers without an error, one creates it, one customers/created event', async () => {
+    const upsert = 'mutation($input: CustomerInput!) { customerUpsert(input: $input) { created customer { _id } userErrors { code } } }';
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => t.graphql(shop.apiKey, upsert, { input: { shopifyCustomerId: 'racing-new', email: 'racing-new@example.com' } })),
+    );
+    const payloads = answers.map((a) => a.data.customerUpsert);
+    expect(payloads.filter((p) => p.userErrors.length)).toEqual([]);
+    expect(payloads.filter((p) => p.created)).toHaveLength(1);
+    expect(new Set(payloads.map((p) => p.customer._id)).size).toBe(1);
+    const { db } = t.app.database;
+    const created = await db.selectFrom('outbox_events').select('data').where('shop_id', '=', shop.shopId).where('type', '=', 'customers/created').execute();
+    expect(created.filter((e) => (e.data as { shopifyCustomerId: string }).shopifyCustomerId === 'racing-new')).toHaveLength(1);
+  });
+});

@@ -134,8 +134,12 @@ export async function upsertCustomerIn(
         email: data.email,
         birthday: data.birthday ?? null,
       })
+      // Another request created this customer since the read above (two Shopify webhooks of one new
+      // customer, applied by two instances): the insert waited for it, and the upsert is now an update.
+      .onConflict((oc) => oc.columns(['shop_id', 'shopify_customer_id']).doNothing())
       .returningAll()
-      .executeTakeFirstOrThrow();
+      .executeTakeFirst();
+    if (!row) return upsertCustomerIn(trx, shopId, data);
     const customer = toCustomer(row);
     await recordEvent(trx, shopId, 'customers/created', customer);
     // A sign-up rule's points come with the sign-up, in the same transaction. Loaded here, not at
