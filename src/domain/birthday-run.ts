@@ -5,6 +5,7 @@ import { RuleViolationError } from './errors.js';
 import { newId } from './ids.js';
 import { birthdaysOn, credit, nextDay, shopPeriods, startOfShopDay } from './rule-awards.js';
 import type { DueWork } from './scheduling.js';
+import { claimDueShopDay, moveShopDay, oldestDueShopDay } from './shop-days.js';
 
 /**
  * The birthday rule's daily run (DESIGN.md "Earning rules" and "Time-driven work"). A shop with an
@@ -26,24 +27,12 @@ export const birthdayRun: DueWork = {
     }
     return done;
   },
-  async oldestDue(db: DB, now: Date): Promise<Date | null> {
-    const row = await db.selectFrom('shop_day_runs').select('due_at').where('kind', '=', 'birthdays').where('due_at', '<=', now).orderBy('due_at').limit(1).executeTakeFirst();
-    return row?.due_at ?? null;
-  },
+  oldestDue: (db: DB, now: Date) => oldestDueShopDay(db, 'birthdays', now),
 };
 
 /** Awards up to `limit` birthdays of the most overdue shop-day; undefined when none is due. Counts the day's move as one item. */
 async function runOneDay(trx: Trx, now: Date, limit: number): Promise<number | undefined> {
-  const run = await trx
-    .selectFrom('shop_day_runs')
-    .selectAll()
-    .where('kind', '=', 'birthdays')
-    .where('due_at', '<=', now)
-    .orderBy('due_at')
-    .limit(1)
-    .forUpdate()
-    .skipLocked()
-    .executeTakeFirst();
+  const run = await claimDueShopDay(trx, 'birthdays', now);
   if (!run) return undefined;
   const rule = await activeBirthdayRule(trx, run.shop_id);
   // The rule was deactivated or deleted: the run ends; activating a rule starts it again from that day.
@@ -52,11 +41,7 @@ async function runOneDay(trx: Trx, now: Date, limit: number): Promise<number | u
     return 1;
   }
   const awarded = await awardBirthdays(trx, run.shop_id, rule, run.day, limit);
-  if (awarded < limit) {
-    const { timezone } = await trx.selectFrom('shops').select('timezone').where('id', '=', run.shop_id).executeTakeFirstOrThrow();
-    const day = nextDay(run.day);
-    await trx.updateTable('shop_day_runs').set({ day, due_at: startOfShopDay(day, timezone) }).where('shop_id', '=', run.shop_id).where('kind', '=', 'birthdays').execute();
-  }
+  if (awarded < limit) await moveShopDay(trx, run.shop_id, 'birthdays', nextDay(run.day));
   return awarded + (awarded < limit ? 1 : 0);
 }
 

@@ -8,8 +8,9 @@ import { formatMoney, parseMoney } from './money.js';
 import { MULTIPLIER_ONE } from './order-earn.js';
 import { MAX_AMOUNT } from './points.js';
 import { customerIdentifierSchema, getCustomer } from './customers.js';
-import { nextDay, shopPeriods, startOfShopDay } from './rule-awards.js';
+import { nextDay, shopPeriods } from './rule-awards.js';
 import type { DueWork } from './scheduling.js';
+import { claimDueShopDay, moveShopDay, oldestDueShopDay } from './shop-days.js';
 import { parseInput } from './validation.js';
 
 /**
@@ -391,24 +392,12 @@ export const tierEvaluation: DueWork = {
     }
     return done;
   },
-  async oldestDue(db: DB, now: Date): Promise<Date | null> {
-    const row = await db.selectFrom('shop_day_runs').select('due_at').where('kind', '=', 'tiers').where('due_at', '<=', now).orderBy('due_at').limit(1).executeTakeFirst();
-    return row?.due_at ?? null;
-  },
+  oldestDue: (db: DB, now: Date) => oldestDueShopDay(db, 'tiers', now),
 };
 
 /** Evaluates the next batch of the most overdue shop; undefined when none is due. Counts members walked, and the day's end as one. */
 async function evaluateBatch(trx: Trx, now: Date): Promise<number | undefined> {
-  const run = await trx
-    .selectFrom('shop_day_runs')
-    .selectAll()
-    .where('kind', '=', 'tiers')
-    .where('due_at', '<=', now)
-    .orderBy('due_at')
-    .limit(1)
-    .forUpdate()
-    .skipLocked()
-    .executeTakeFirst();
+  const run = await claimDueShopDay(trx, 'tiers', now);
   if (!run) return undefined;
   const shopId = run.shop_id;
   // What each member of the batch should hold, read without locks: most hold it already.
@@ -447,12 +436,6 @@ async function evaluateBatch(trx: Trx, now: Date): Promise<number | undefined> {
   // was down need no walk of their own: this one judged every member by the window as it is now.
   const { timezone } = await trx.selectFrom('shops').select('timezone').where('id', '=', run.shop_id).executeTakeFirstOrThrow();
   const today = shopPeriods(now, timezone).day;
-  const day = nextDay(run.day > today ? run.day : today);
-  await trx
-    .updateTable('shop_day_runs')
-    .set({ day, due_at: startOfShopDay(day, timezone), after_id: null })
-    .where('shop_id', '=', run.shop_id)
-    .where('kind', '=', 'tiers')
-    .execute();
+  await moveShopDay(trx, run.shop_id, 'tiers', nextDay(run.day > today ? run.day : today));
   return walked + 1;
 }
