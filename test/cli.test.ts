@@ -142,7 +142,8 @@ describe('CLI: migrations, shops and API keys', () => {
     try {
       expect(await probe(server, created.apiKey)).toBe(404);
       expect(await probe(server, second.apiKey)).toBe(404);
-      expect(await probe(server, `${created.apiKey.slice(0, -1)}x`)).toBe(401);
+      // The key with its last character changed (to another one: a key ending in x stays itself with x).
+      expect(await probe(server, `${created.apiKey.slice(0, -1)}${created.apiKey.endsWith('x') ? 'y' : 'x'}`)).toBe(401);
       if (!onPostgres) {
         // PGlite's folder belongs to the running server: the CLI says so instead of touching it.
         const locked = await cli(['key', 'list', '--shop', created.shopId]);

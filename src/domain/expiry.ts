@@ -74,7 +74,7 @@ export async function switchExpiryMode(trx: Trx, shopId: string, mode: ExpiryMod
 /**
  * Expired points leave the balance: for each customer with due lots (per_earn) or a due timer
  * (inactivity), one `expire_points` entry and a `points/expired` event. Customers are claimed
- * FOR UPDATE SKIP LOCKED in id order, at most `limit` per transaction: a customer's row lock
+ * FOR UPDATE SKIP LOCKED in id order, at most 50 per transaction: a customer's row lock
  * guards their lots, so a live write waits at most for one short batch, and two instances never
  * take the same customer. The entry's draw (the trigger) takes the due lots, which are the
  * soonest. Counts lots and timers done, so a batch of customers with many lots each is full.
@@ -82,47 +82,63 @@ export async function switchExpiryMode(trx: Trx, shopId: string, mode: ExpiryMod
 export const pointExpiry: DueWork = {
   name: 'point_expiry',
   async runDue(db: DB, now: Date, limit: number): Promise<number> {
-    return inTransaction(db, async (trx) => {
-      const claimed = await sql<{ id: string }>`
-        with due as (
-          -- A customer has several lots due at once, typically: look further than limit lots for limit customers.
-          (select customer_id from point_lots where expires_at <= ${now} order by expires_at limit ${limit * LOTS_PER_CUSTOMER})
-          union
-          (select customer_id from expiry_timers where expires_at <= ${now} order by expires_at limit ${limit})
-        )
-        select c.id from customers c where c.id in (select customer_id from due)
-        order by c.id limit ${limit} for no key update of c skip locked`.execute(trx);
-      const ids = claimed.rows.map((r) => r.id);
-      if (ids.length === 0) return 0;
-      // Read under the locks just taken (a new statement, a new snapshot): what is due now cannot move.
-      // Each customer's lots by customer alone (FILTER, not WHERE, on the date): with a condition on
-      // expires_at the planner may walk the due index instead, through every lot due, per customer.
-      const { rows } = await sql<{ id: string; shop_id: string; points: number; lots: number | null; items: number; timer_at: Date | null }>`
-        select c.id, c.shop_id, c.points, d.lots, d.items + (t.expires_at is not null)::int as items, t.expires_at as timer_at
-        from customers c
-        cross join lateral (
-          select (sum(l.points) filter (where l.expires_at <= ${now}))::int as lots, (count(*) filter (where l.expires_at <= ${now}))::int as items
-          from point_lots l where l.customer_id = c.id) d
-        left join expiry_timers t on t.customer_id = c.id and t.expires_at <= ${now}
-        where c.id = any(${ids}::text[]) order by c.id`.execute(trx);
-      const changes = rows.flatMap((r) => {
-        // A timer expires the whole balance; lots expire what is left of them.
-        const amount = r.timer_at ? r.points : Math.min(r.lots ?? 0, r.points);
-        if (amount <= 0) return [];
-        const description = r.timer_at ? 'points expired after inactivity' : 'points expired';
-        return [{ shopId: r.shop_id, customerId: r.id, change: { op: 'subtract' as const, amount, type: 'expire_points' as const, settingType: 'expiry' as const, description, note: null, topic: 'points/expired' as const } }];
-      });
-      if (changes.length) await writeLockedBalanceChanges(trx, changes);
-      const timedOut = rows.filter((r) => r.timer_at).map((r) => r.id);
-      if (timedOut.length) await trx.deleteFrom('expiry_timers').where('customer_id', 'in', timedOut).execute();
-      await trx.deleteFrom('expiry_warnings').where('customer_id', 'in', ids).where('expires_at', '<=', now).execute();
-      return rows.reduce((n, r) => n + r.items, 0);
-    });
+    let done = 0;
+    // Small transactions, many of them: each commits little WAL, so the commits of live writes
+    // beside a mass expiry never wait long behind one (docs/benchmarks.md, "Expiry").
+    while (done < limit) {
+      const step = await expireSome(db, now, Math.min(limit, CUSTOMERS_PER_TRANSACTION));
+      if (step === 0) break;
+      done += step;
+    }
+    return done;
   },
   async oldestDue(db: DB, now: Date): Promise<Date | null> {
     return oldest(db, 'expires_at', now);
   },
 };
+
+/** Customers one expiry transaction claims at most. */
+const CUSTOMERS_PER_TRANSACTION = 50;
+
+/** Expires the due points of up to `limit` customers, in one transaction; returns the lots and timers done (0: none due). */
+function expireSome(db: DB, now: Date, limit: number): Promise<number> {
+  return inTransaction(db, async (trx) => {
+    const claimed = await sql<{ id: string }>`
+      with due as (
+        -- A customer has several lots due at once, typically: look further than limit lots for limit customers.
+        (select customer_id from point_lots where expires_at <= ${now} order by expires_at limit ${limit * LOTS_PER_CUSTOMER})
+        union
+        (select customer_id from expiry_timers where expires_at <= ${now} order by expires_at limit ${limit})
+      )
+      select c.id from customers c where c.id in (select customer_id from due)
+      order by c.id limit ${limit} for no key update of c skip locked`.execute(trx);
+    const ids = claimed.rows.map((r) => r.id);
+    if (ids.length === 0) return 0;
+    // Read under the locks just taken (a new statement, a new snapshot): what is due now cannot move.
+    // Each customer's lots by customer alone (FILTER, not WHERE, on the date): with a condition on
+    // expires_at the planner may walk the due index instead, through every lot due, per customer.
+    const { rows } = await sql<{ id: string; shop_id: string; points: number; lots: number | null; items: number; timer_at: Date | null }>`
+      select c.id, c.shop_id, c.points, d.lots, d.items + (t.expires_at is not null)::int as items, t.expires_at as timer_at
+      from customers c
+      cross join lateral (
+        select (sum(l.points) filter (where l.expires_at <= ${now}))::int as lots, (count(*) filter (where l.expires_at <= ${now}))::int as items
+        from point_lots l where l.customer_id = c.id) d
+      left join expiry_timers t on t.customer_id = c.id and t.expires_at <= ${now}
+      where c.id = any(${ids}::text[]) order by c.id`.execute(trx);
+    const changes = rows.flatMap((r) => {
+      // A timer expires the whole balance; lots expire what is left of them.
+      const amount = r.timer_at ? r.points : Math.min(r.lots ?? 0, r.points);
+      if (amount <= 0) return [];
+      const description = r.timer_at ? 'points expired after inactivity' : 'points expired';
+      return [{ shopId: r.shop_id, customerId: r.id, change: { op: 'subtract' as const, amount, type: 'expire_points' as const, settingType: 'expiry' as const, description, note: null, topic: 'points/expired' as const } }];
+    });
+    if (changes.length) await writeLockedBalanceChanges(trx, changes);
+    const timedOut = rows.filter((r) => r.timer_at).map((r) => r.id);
+    if (timedOut.length) await trx.deleteFrom('expiry_timers').where('customer_id', 'in', timedOut).execute();
+    await trx.deleteFrom('expiry_warnings').where('customer_id', 'in', ids).where('expires_at', '<=', now).execute();
+    return rows.reduce((n, r) => n + r.items, 0);
+  });
+}
 
 /**
  * `points/expiring` events, warningDays before an expiry: one per customer per expiry date, with
