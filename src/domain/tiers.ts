@@ -121,7 +121,7 @@ async function readProgram(db: Queryable, shopId: string): Promise<Program> {
 }
 
 export async function listTiers(db: Queryable, shopId: string): Promise<Tier[]> {
-  const [program, rows] = await Promise.all([readProgram(db, shopId), db.selectFrom('tiers').selectAll().where('shop_id', '=', shopId).orderBy('threshold').execute()]);
+  const [program, rows] = await Promise.all([readProgram(db, shopId), listTierRows(db, shopId)]);
   return rows.map((r) => toTier(r, program));
 }
 
@@ -317,14 +317,15 @@ export async function customerTiers(db: Queryable, shopId: string, customerIds: 
  * next tier above the one they hold, and what it takes to reach it. Read live, like nextExpiry.
  */
 export async function tierProgress(db: Queryable, shopId: string, customerIds: readonly string[], now = new Date()): Promise<TierProgress[]> {
-  const { rows } = await sql<{ customer_id: string; value: number; next_id: string | null }>`
+  const progress = sql<{ customer_id: string; value: number; next_id: string | null }>`
     select c.id as customer_id, v.metric_value as value,
       (select t.id from tiers t where t.shop_id = c.shop_id and t.threshold > greatest(v.metric_value, coalesce(h.threshold, -1)) order by t.threshold limit 1) as next_id
     from customers c join ${memberValues(shopId, sql`${[...customerIds]}::text[]`, now, false)} v on v.member_id = c.id
     left join tier_members m on m.customer_id = c.id left join tiers h on h.id = m.tier_id
     where c.shop_id = ${shopId}`.execute(db);
-  const tiers = new Map((await listTierRows(db, shopId)).map((r) => [r.id, r]));
-  const program = await readProgram(db, shopId);
+  // Three reads at once: the standings, the ladder and what it counts.
+  const [{ rows }, tierRows, program] = await Promise.all([progress, listTierRows(db, shopId), readProgram(db, shopId)]);
+  const tiers = new Map(tierRows.map((r) => [r.id, r]));
   const byCustomer = new Map(rows.map((r) => [r.customer_id, r]));
   return customerIds.map((id) => {
     const row = byCustomer.get(id);
@@ -360,7 +361,7 @@ export async function customerTierStatus(db: Queryable, shopId: string, query: u
 }
 
 function listTierRows(db: Queryable, shopId: string) {
-  return db.selectFrom('tiers').selectAll().where('shop_id', '=', shopId).execute();
+  return db.selectFrom('tiers').selectAll().where('shop_id', '=', shopId).orderBy('threshold').execute();
 }
 
 /**
