@@ -19,6 +19,7 @@ import { createMetrics } from './http/metrics.js';
 import { createHttpServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { createRateLimiter, type RateLimiter } from './rate-limit/limiter.js';
+import { createStorefrontLimiter, type StorefrontLimiter } from './rate-limit/storefront.js';
 import { createDeliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.js';
 import { createSecretBox, loadSecretsKey } from './webhooks/secret-box.js';
 import { type Resolver, UrlPolicy } from './webhooks/url-policy.js';
@@ -61,6 +62,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   let http: Awaited<ReturnType<typeof createHttpServer>>;
   let rateLimiter: RateLimiter | undefined;
+  let storefrontLimiter: StorefrontLimiter | undefined;
   let deliveryWorker: DeliveryWorker;
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
@@ -110,10 +112,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       subscriptionsPerShop: config.subscriptionsPerShop,
       socketsPerShop: config.websocketsPerShop,
     });
-    http = await createHttpServer({ db: database.db, logger, rateLimiter, webhooks, bus, metrics, requestTimeoutMs: config.requestTimeoutMs });
+    storefrontLimiter = await createStorefrontLimiter({ limits: config.storefrontLimits, redisUrl: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger });
+    http = await createHttpServer({ db: database.db, logger, rateLimiter, storefrontLimiter, webhooks, bus, metrics, requestTimeoutMs: config.requestTimeoutMs });
   } catch (err) {
     await bus?.close();
     await rateLimiter?.close();
+    await storefrontLimiter?.close();
     await database.close();
     throw err;
   }
@@ -190,6 +194,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         await purging;
         await bus.close();
         await rateLimiter.close();
+        await storefrontLimiter.close();
         await database.close();
       })();
       return stopping;

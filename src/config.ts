@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { StorefrontLimits } from './rate-limit/storefront.js';
 import { parseAllowedHosts } from './webhooks/url-policy.js';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -30,6 +31,10 @@ const configSchema = z.object({
   // Per shop and per operation, for points, redemptions, referrals and GraphQL; the webhook
   // endpoints have the contract's fixed limits. A shop's rate_limit_per_minute overrides it.
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).max(1_000_000_000).default(600),
+  // /storefront/graphql (docs/storefront.md): operations a minute per customer, and requests a
+  // minute per client IP (many customers may share one behind a carrier's NAT).
+  STOREFRONT_RATE_PER_CUSTOMER: z.coerce.number().int().min(1).max(1_000_000_000).default(120),
+  STOREFRONT_RATE_PER_IP: z.coerce.number().int().min(1).max(1_000_000_000).default(1_200),
   // Multiplies the contract's fixed limits of the webhook endpoints (30, 5, 60, 10 a minute): a
   // private deployment whose own tools read deliveries more often may raise them.
   RATE_LIMIT_FIXED_MULTIPLIER: z.coerce.number().int().min(1).max(10_000).default(1),
@@ -80,6 +85,7 @@ export type Config = {
   databasePoolMaxWaiting: number;
   databasePoolAcquireTimeoutMs: number;
   redisUrl: string | undefined;
+  storefrontLimits: StorefrontLimits;
   logLevel: (typeof LOG_LEVELS)[number];
   worker: boolean;
   redisKeyPrefix: string;
@@ -121,6 +127,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisKeyPrefix: c.REDIS_KEY_PREFIX,
     rateLimitPerMinute: c.RATE_LIMIT_PER_MINUTE,
     rateLimitFixedMultiplier: c.RATE_LIMIT_FIXED_MULTIPLIER,
+    storefrontLimits: { perCustomerPerMinute: c.STOREFRONT_RATE_PER_CUSTOMER, perIpPerMinute: c.STOREFRONT_RATE_PER_IP },
     webhookAllowedHosts: c.WEBHOOK_ALLOWED_HOSTS,
     secretsKey: c.SECRETS_KEY,
     webhookTimeoutMs: c.WEBHOOK_TIMEOUT_MS,

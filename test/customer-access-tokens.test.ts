@@ -35,13 +35,13 @@ describe('customer access tokens', () => {
     const expiresAt = Date.parse(minted.expiresAt);
     expect(expiresAt - before).toBeGreaterThanOrEqual(3600_000 - 1000);
     expect(expiresAt - before).toBeLessThanOrEqual(3600_000 + 5000);
-    const holder = await authenticateCustomerToken(db(), minted.accessToken);
+    const holder = (await authenticateCustomerToken(db(), minted.accessToken))?.holder;
     expect(holder).toMatchObject({ shopId: shop.shopId, customerId: minted.customer._id });
 
     const rest = await t.post('/rest-api/v1/customerAccessTokens', { customerIdentifier: 'bob', expiresInSeconds: 86_400 }, shop.apiKey);
     expect(rest.status).toBe(201);
     const body = await rest.json();
-    expect(await authenticateCustomerToken(db(), body.accessToken)).toMatchObject({ shopId: shop.shopId, customerId: body.customer._id });
+    expect((await authenticateCustomerToken(db(), body.accessToken))?.holder).toMatchObject({ shopId: shop.shopId, customerId: body.customer._id });
 
     // Neither token is in the database, only hashes that are not the token.
     const stored = await db().selectFrom('customer_access_tokens').select(['prefix', 'token_hash']).where('shop_id', '=', shop.shopId).execute();

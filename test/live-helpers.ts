@@ -1,10 +1,10 @@
 import { type Client, createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 
-/** A graphql-ws client for a test server; `apiKey` goes in connectionParams.Authorization. */
-export function wsClient(baseUrl: string, apiKey: string, options: { onClose?: (code: number) => void } = {}): Client {
+/** A graphql-ws client for a test server; `apiKey` (or a customer's token) goes in connectionParams.Authorization. */
+export function wsClient(baseUrl: string, apiKey: string, options: { onClose?: (code: number) => void; path?: string } = {}): Client {
   return createClient({
-    url: `${baseUrl.replace(/^http/, 'ws')}/graphql`,
+    url: `${baseUrl.replace(/^http/, 'ws')}${options.path ?? '/graphql'}`,
     webSocketImpl: WebSocket,
     connectionParams: { Authorization: `Bearer ${apiKey}` },
     retryAttempts: 0,
@@ -56,9 +56,10 @@ export async function sse(
   query: string,
   variables?: Record<string, unknown>,
   headers: Record<string, string> = {},
+  path = '/graphql',
 ): Promise<SseStream> {
   const abort = new AbortController();
-  const res = await fetch(`${baseUrl}/graphql`, {
+  const res = await fetch(`${baseUrl}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'text/event-stream', authorization: `Bearer ${apiKey}`, ...headers },
     body: JSON.stringify({ query, variables }),

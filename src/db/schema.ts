@@ -34,6 +34,8 @@ export interface ShopsTable {
   /** The shop has tiers: its metric is kept, per customer and day. */
   tiers_on: Defaulted<boolean>;
   shopify_domain: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Origins (scheme://host[:port]) whose pages may call /storefront/graphql with this shop's tokens. */
+  storefront_origins: Defaulted<string[]>;
   /** Sealed (src/webhooks/secret-box.ts), bound to the shop id. */
   shopify_webhook_secret: ColumnType<string | null, string | null | undefined, string | null>;
 }

@@ -6,6 +6,7 @@ import { lastTimeKey, type PurgeOptions, purgeInBatches, type TimeKey } from '..
 import type { Queryable } from '../db/transaction.js';
 import { type Customer, customerIdentifierSchema, getCustomer, toCustomer } from './customers.js';
 import { newId, randomString, sha256 } from './ids.js';
+import type { Shop } from './shops.js';
 import { parseInput } from './validation.js';
 
 /**
@@ -17,7 +18,7 @@ import { parseInput } from './validation.js';
 export type CustomerAccessToken = { accessToken: string; expiresAt: Date; customer: Customer };
 
 /** Who a valid token speaks for. */
-export type TokenHolder = { shopId: string; customerId: string; expiresAt: Date };
+export type TokenHolder = { tokenId: string; shopId: string; customerId: string; expiresAt: Date };
 
 export const TOKEN_LIFETIME = { defaultSeconds: 3600, minSeconds: 60, maxSeconds: 86_400 } as const;
 
@@ -62,19 +63,45 @@ export async function revokeCustomerAccessTokens(db: Queryable, shopId: string, 
   return { revokedCount: rows.length };
 }
 
+/** A token's holder with its shop, as one query reads them for each storefront request. */
+export type StorefrontIdentity = { holder: TokenHolder; shop: Shop; storefrontOrigins: string[] };
+
 /** The shop and customer a token speaks for, or null when it is malformed, unknown, forged, revoked or expired. */
-export async function authenticateCustomerToken(db: Queryable, token: string, now = new Date()): Promise<TokenHolder | null> {
+export async function authenticateCustomerToken(db: Queryable, token: string, now = new Date()): Promise<StorefrontIdentity | null> {
   const match = TOKEN_PATTERN.exec(token);
   if (!match) return null;
   const row = await db
-    .selectFrom('customer_access_tokens')
-    .select(['shop_id', 'customer_id', 'token_hash', 'expires_at', 'revoked_at'])
-    .where('prefix', '=', match[1]!)
+    .selectFrom('customer_access_tokens as t')
+    .innerJoin('shops as s', 's.id', 't.shop_id')
+    .select(['t.id', 't.shop_id', 't.customer_id', 't.token_hash', 't.expires_at', 't.revoked_at', 's.name', 's.created_at', 's.storefront_origins'])
+    .where('t.prefix', '=', match[1]!)
     .executeTakeFirst();
   // Compare hashes in constant time, and do the comparison even when no row matched.
   const equal = timingSafeEqual(row ? Buffer.from(row.token_hash, 'hex') : NO_MATCH, sha256(token));
   if (!row || !equal || row.revoked_at || row.expires_at <= now) return null;
-  return { shopId: row.shop_id, customerId: row.customer_id, expiresAt: row.expires_at };
+  return {
+    holder: { tokenId: row.id, shopId: row.shop_id, customerId: row.customer_id, expiresAt: row.expires_at },
+    shop: { id: row.shop_id, name: row.name, createdAt: row.created_at },
+    storefrontOrigins: row.storefront_origins,
+  };
+}
+
+/** Whether some shop lets pages of `origin` call the storefront: a preflight carries no token to say which shop. */
+export async function isStorefrontOrigin(db: Queryable, origin: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('shops')
+    .select('id')
+    .where(sql<boolean>`storefront_origins @> array[${origin}]::text[]`)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Whether the token is still neither revoked nor expired (nor gone with its customer): live streams ask before each event. */
+export async function isTokenLive(db: Queryable, holder: TokenHolder, now = new Date()): Promise<boolean> {
+  if (holder.expiresAt <= now) return false;
+  const row = await db.selectFrom('customer_access_tokens').select('revoked_at').where('id', '=', holder.tokenId).executeTakeFirst();
+  return row !== undefined && row.revoked_at === null;
 }
 
 /** Deletes tokens that expired before `before` (a day ago, in the retention loop), oldest first, in bounded batches. */

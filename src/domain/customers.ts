@@ -51,21 +51,28 @@ export function parseIdentifier(identifier: string): { email: string } | { shopi
   return identifier.includes('@') ? { email: identifier.toLowerCase() } : { shopifyCustomerId: identifier };
 }
 
-/** The condition naming the customer a `customerIdentifier` names. */
-export function matchesIdentifier(identifier: string): RawBuilder<boolean> {
+/**
+ * Names one customer: a `customerIdentifier` as clients give it, or `{ id }`, the customer's own
+ * id, as a customer access token carries it (the storefront never names a customer itself).
+ */
+export type CustomerKey = string | { id: string };
+
+/** The condition naming the customer a `customerIdentifier` (or an id) names. */
+export function matchesIdentifier(identifier: CustomerKey): RawBuilder<boolean> {
+  if (typeof identifier !== 'string') return sql<boolean>`id = ${identifier.id}`;
   const named = parseIdentifier(identifier);
   return 'email' in named ? sql<boolean>`lower(email) = ${named.email}` : sql<boolean>`shopify_customer_id = ${named.shopifyCustomerId}`;
 }
 
-function selectByIdentifier(db: Queryable, shopId: string, identifier: string) {
+function selectByIdentifier(db: Queryable, shopId: string, identifier: CustomerKey) {
   return db.selectFrom('customers').selectAll().where('shop_id', '=', shopId).where(matchesIdentifier(identifier));
 }
 
-export async function findCustomer(db: Queryable, shopId: string, identifier: string): Promise<CustomerRow | undefined> {
+export async function findCustomer(db: Queryable, shopId: string, identifier: CustomerKey): Promise<CustomerRow | undefined> {
   return selectByIdentifier(db, shopId, identifier).executeTakeFirst();
 }
 
-export async function getCustomer(db: Queryable, shopId: string, identifier: string): Promise<CustomerRow> {
+export async function getCustomer(db: Queryable, shopId: string, identifier: CustomerKey): Promise<CustomerRow> {
   const row = await findCustomer(db, shopId, identifier);
   if (!row) throw customerNotFound(identifier);
   return row;
@@ -76,13 +83,15 @@ export async function getCustomer(db: Queryable, shopId: string, identifier: str
  * FOR NO KEY UPDATE, not FOR UPDATE: it still excludes other balance changes but not the key-share
  * locks that inserting a row referencing this customer takes, so those cannot deadlock with it.
  */
-export async function lockCustomer(db: Queryable, shopId: string, identifier: string): Promise<CustomerRow> {
+export async function lockCustomer(db: Queryable, shopId: string, identifier: CustomerKey): Promise<CustomerRow> {
   const row = await selectByIdentifier(db, shopId, identifier).forNoKeyUpdate().executeTakeFirst();
   if (!row) throw customerNotFound(identifier);
   return row;
 }
 
-export function customerNotFound(identifier: string) {
+export function customerNotFound(identifier: CustomerKey) {
+  // An id comes from a token whose customer was deleted since: no argument of the request named it.
+  if (typeof identifier !== 'string') return new NotFoundError('customer_not_found', 'the customer of this token no longer exists');
   return new NotFoundError('customer_not_found', `no customer matches "${identifier}"`, ['customerIdentifier']);
 }
 

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { PointsRedemptionRow } from '../db/schema.js';
 import { inTransaction, type Queryable } from '../db/transaction.js';
-import { type Customer, customerIdentifierSchema, getCustomer, lockCustomer } from './customers.js';
+import { type Customer, customerIdentifierSchema, type CustomerKey, getCustomer, lockCustomer } from './customers.js';
 import { type DiscountCode, issueDiscountCode } from './discount-codes.js';
 import { NotFoundError, RuleViolationError, ValidationError } from './errors.js';
 import { recordEvent } from './events.js';
@@ -146,8 +146,8 @@ export const pointsRedemptionInputSchema = z
 /** A change to an option: any subset of its fields; the merged result must pass the create rules. */
 export const pointsRedemptionUpdateSchema = z.strictObject(optionFields).partial();
 
-export const pointsRedeemSchema = z.strictObject({
-  customerIdentifier: customerIdentifierSchema,
+/** A redemption by the customer a token names (the storefront): everything but the customer. */
+export const ownRedeemSchema = z.strictObject({
   pointsAmount: z.number().int().min(1).max(MAX_AMOUNT),
   rewardId: z.string().refine(isId, 'expected a 24-character hex id'),
   variantId: z.string().trim().min(1).max(255).nullish(),
@@ -158,6 +158,8 @@ export const pointsRedeemSchema = z.strictObject({
     .transform((s) => s.toUpperCase())
     .nullish(),
 });
+
+export const pointsRedeemSchema = ownRedeemSchema.extend({ customerIdentifier: customerIdentifierSchema });
 
 function isRedeemable(row: PointsRedemptionRow, balance: number | null, now: Date): boolean {
   const expired = row.expire_date_type === 'date' && row.expire_date !== null && row.expire_date <= now;
@@ -293,10 +295,11 @@ export async function pagePointsRedemptions(db: DB, shopId: string, query: unkno
 export async function listPointsRedemptions(
   db: Queryable,
   shopId: string,
-  args: PageArgs & { customerIdentifier?: string | null | undefined },
+  args: PageArgs & { customerIdentifier?: CustomerKey | null | undefined },
 ): Promise<Page<PointsRedemption>> {
   let balance: number | null = null;
-  if (args.customerIdentifier != null) balance = (await getCustomer(db, shopId, args.customerIdentifier.trim())).points;
+  const who = typeof args.customerIdentifier === 'string' ? args.customerIdentifier.trim() : args.customerIdentifier;
+  if (who != null) balance = (await getCustomer(db, shopId, who)).points;
   let query = optionsOf(db, shopId);
   if (args.after) {
     const [position = '', id = ''] = decodeCursor(args.after, 2);
@@ -350,10 +353,21 @@ export async function redeemPoints(
   db: DB,
   shopId: string,
   input: unknown,
-): Promise<{ discountCode: DiscountCode; activity: Activity; customer: Customer }> {
+): Promise<Redeemed> {
   const data = parseInput(pointsRedeemSchema, input);
+  return redeem(db, shopId, data.customerIdentifier, data);
+}
+
+/** A redemption by the customer of a storefront's token (`input` names no customer). */
+export async function redeemOwnPoints(db: DB, shopId: string, customerId: string, input: unknown): Promise<Redeemed> {
+  return redeem(db, shopId, { id: customerId }, parseInput(ownRedeemSchema, input));
+}
+
+type Redeemed = { discountCode: DiscountCode; activity: Activity; customer: Customer };
+
+async function redeem(db: DB, shopId: string, who: CustomerKey, data: z.output<typeof ownRedeemSchema>): Promise<Redeemed> {
   return inTransaction(db, async (trx) => {
-    const customer = await lockCustomer(trx, shopId, data.customerIdentifier);
+    const customer = await lockCustomer(trx, shopId, who);
     const option = await getOptionRow(trx, shopId, data.rewardId, 'rewardId');
     const now = new Date();
     const value = discountFor(option, data.pointsAmount, now);

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { EarningRuleRow } from '../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
-import { type Customer, customerIdentifierSchema, getCustomer, lockCustomer } from './customers.js';
+import { type Customer, customerIdentifierSchema, type CustomerKey, getCustomer, lockCustomer } from './customers.js';
 import { type EarningRule, toEarningRule } from './earning-rules.js';
 import { NotFoundError, RuleViolationError } from './errors.js';
 import { newId } from './ids.js';
@@ -156,7 +156,12 @@ const eligibilityQuery = z.object({ customerIdentifier: customerIdentifierSchema
  */
 export async function earningRuleEligibility(db: Queryable, shopId: string, query: unknown, now = new Date()): Promise<RuleEligibility[]> {
   const { customerIdentifier } = parseInput(eligibilityQuery, query);
-  const customer = await getCustomer(db, shopId, customerIdentifier);
+  return eligibilityOf(db, shopId, customerIdentifier, now);
+}
+
+/** The same for a customer named by a key (a storefront's token: its id). */
+export async function eligibilityOf(db: Queryable, shopId: string, who: CustomerKey, now = new Date()): Promise<RuleEligibility[]> {
+  const customer = await getCustomer(db, shopId, who);
   const { timezone, currency } = await db.selectFrom('shops').select(['timezone', 'currency']).where('id', '=', shopId).executeTakeFirstOrThrow();
   const rows = await db.selectFrom('earning_rules').selectAll().where('shop_id', '=', shopId).orderBy('created_at').orderBy('id').execute();
   const awards = await db.selectFrom('rule_awards').select(['rule_id', 'period']).where('customer_id', '=', customer.id).where('period', 'is not', null).execute();

@@ -31,6 +31,8 @@ export type ShopSettings = {
   expiry: ExpirySettings;
   /** What VIP tiers count (tiers.ts). */
   tiers: TierSettings;
+  /** Origins whose pages may call /storefront/graphql (CORS); empty: no browser page may. */
+  storefrontOrigins: string[];
 };
 
 /** Wide enough for any real shop, narrow enough that a typo cannot switch the limit off. */
@@ -48,6 +50,23 @@ export function isTimeZone(zone: string): boolean {
     return false;
   }
 }
+
+/** Enough for a shop's domains and staging sites; a list is not a wildcard. */
+export const STOREFRONT_ORIGINS_MAX = 20;
+
+/** An origin as browsers send it: http(s), a host, a port only when not the default; no path. */
+const originSchema = z
+  .string()
+  .trim()
+  .max(255)
+  .transform((value, ctx) => {
+    const url = URL.canParse(value) ? new URL(value) : null;
+    if (!url || !['http:', 'https:'].includes(url.protocol) || url.origin === 'null' || url.href !== `${url.origin}/` || value.endsWith('/')) {
+      ctx.addIssue({ code: 'custom', message: 'expected an origin such as https://shop.example.com (scheme, host and port only; no path, no trailing slash)' });
+      return z.NEVER;
+    }
+    return url.origin;
+  });
 
 const rewardPoints = z.number().int().min(0).max(MAX_AMOUNT);
 
@@ -74,6 +93,7 @@ export const shopSettingsInputSchema = z.strictObject({
     })
     .optional(),
   tiers: tierSettingsSchema.optional(),
+  storefrontOrigins: z.array(originSchema).max(STOREFRONT_ORIGINS_MAX).optional(),
 });
 
 // Bumped by every settings change in this process, so caches of settings (the rate limiter's
@@ -99,6 +119,7 @@ const COLUMNS = [
   'tier_metric',
   'tier_window',
   'tier_window_days',
+  'storefront_origins',
 ] as const;
 
 function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>): ShopSettings {
@@ -112,6 +133,7 @@ function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>)
     pendingDays: row.pending_days,
     expiry: { mode: row.expiry_mode as ExpirySettings['mode'], days: row.expiry_days, warningDays: row.expiry_warning_days },
     tiers: { metric: row.tier_metric as TierSettings['metric'], window: row.tier_window as TierSettings['window'], days: row.tier_window_days },
+    storefrontOrigins: row.storefront_origins,
   };
 }
 
@@ -142,6 +164,7 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
     tier_metric: data.tiers?.metric,
     tier_window: data.tiers?.window,
     tier_window_days: data.tiers?.days,
+    storefront_origins: data.storefrontOrigins && [...new Set(data.storefrontOrigins)],
   };
   // What an order earns depends on these: an instance's cached program is stale (order-first-states.ts).
   const programChanges = data.currency !== undefined || data.pendingDays !== undefined ? { program_version: sql<number>`program_version + 1` } : {};

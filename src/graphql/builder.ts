@@ -1,8 +1,10 @@
 import SchemaBuilder from '@pothos/core';
 import DataloaderPlugin from '@pothos/plugin-dataloader';
 import RelayPlugin from '@pothos/plugin-relay';
+import SubGraphPlugin from '@pothos/plugin-sub-graph';
 import { GraphQLError } from 'graphql';
 import type { DB } from '../db/database.js';
+import type { TokenHolder } from '../domain/customer-access-tokens.js';
 import type { ApiKeyRef, Shop } from '../domain/shops.js';
 import type { EventBus } from '../events/bus.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
@@ -10,20 +12,33 @@ import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js
 export type GraphQLContext = {
   db: DB;
   shop: Shop;
-  /** The API key the request (or the graphql-ws connection) authenticated with. */
-  apiKey: ApiKeyRef;
+  /** /graphql: the API key the request (or the graphql-ws connection) authenticated with. */
+  apiKey: ApiKeyRef | null;
+  /** /storefront/graphql: the customer access token's holder; every field answers for this customer only. */
+  customer: TokenHolder | null;
   webhooks: WebhookSubscriptionDeps;
   /** Committed events, for subscriptions. */
   bus: EventBus;
 };
 
+/**
+ * One builder, two schemas (DESIGN.md "Storefront access"): `admin` (/graphql, the shop's key)
+ * holds every type and field unless told otherwise; `storefront` (/storefront/graphql, a customer's
+ * token) only what is tagged STOREFRONT: the customer's own data, never another customer's.
+ */
+export type SubGraph = 'admin' | 'storefront';
+/** Tag for the types and fields both faces serve. */
+export const STOREFRONT: SubGraph[] = ['admin', 'storefront'];
+
 export const builder = new SchemaBuilder<{
   Context: GraphQLContext;
+  SubGraphs: SubGraph;
   Scalars: { DateTime: { Input: Date; Output: Date }; JSON: { Input: unknown; Output: unknown } };
   DefaultFieldNullability: false;
   DefaultInputFieldRequiredness: true;
 }>({
-  plugins: [RelayPlugin, DataloaderPlugin],
+  plugins: [SubGraphPlugin, RelayPlugin, DataloaderPlugin],
+  subGraphs: { defaultForTypes: ['admin'], fieldsInheritFromTypes: true },
   defaultFieldNullability: false,
   defaultInputFieldRequiredness: true,
   relay: {
@@ -32,6 +47,7 @@ export const builder = new SchemaBuilder<{
     nodesQueryOptions: false,
     clientMutationId: 'omit',
     cursorType: 'String',
+    pageInfoTypeOptions: { subGraphs: STOREFRONT },
   },
 });
 
@@ -42,11 +58,25 @@ export const builder = new SchemaBuilder<{
  */
 export const BATCH_ONLY = { cache: false } as const;
 
-builder.queryType({});
-builder.mutationType({});
-builder.subscriptionType({});
+// The roots are in both schemas; their fields are admin's unless a field says otherwise.
+builder.queryType({ subGraphs: STOREFRONT, defaultSubGraphsForFields: ['admin'] });
+builder.mutationType({ subGraphs: STOREFRONT, defaultSubGraphsForFields: ['admin'] });
+builder.subscriptionType({ subGraphs: STOREFRONT, defaultSubGraphsForFields: ['admin'] });
+
+/** The API key of an admin operation (the admin schema is served only to requests with one). */
+export function adminKey(ctx: GraphQLContext): ApiKeyRef {
+  if (!ctx.apiKey) throw new GraphQLError('this field needs the shop\'s API key', { extensions: { code: 'unauthorized' } });
+  return ctx.apiKey;
+}
+
+/** The customer a storefront operation speaks for (the storefront schema is served only to requests with a token). */
+export function tokenHolder(ctx: GraphQLContext): TokenHolder {
+  if (!ctx.customer) throw new GraphQLError('this field needs a customer access token', { extensions: { code: 'unauthorized' } });
+  return ctx.customer;
+}
 
 builder.scalarType('DateTime', {
+  subGraphs: STOREFRONT,
   description: 'An ISO 8601 UTC timestamp with milliseconds, e.g. 2026-11-22T10:22:00.000Z',
   serialize: (value) => value.toISOString(),
   parseValue: (value) => {
@@ -57,6 +87,7 @@ builder.scalarType('DateTime', {
 });
 
 builder.scalarType('JSON', {
+  subGraphs: STOREFRONT,
   description: 'Any JSON value, as is (the data of an event: the resource after the change).',
   serialize: (value) => value,
   parseValue: (value) => value,

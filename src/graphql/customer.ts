@@ -1,13 +1,14 @@
 import { findCustomer, listCustomers, toCustomer, upsertCustomer, type Customer as CustomerShape } from '../domain/customers.js';
 import { listActivitiesOfCustomers } from '../domain/points.js';
 import { Activity } from './activity.js';
-import { BATCH_ONLY, builder } from './builder.js';
+import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
-const ActivityConnection = builder.connectionObject({ type: Activity, name: 'ActivityConnection' }, { name: 'ActivityEdge' });
+const ActivityConnection = builder.connectionObject({ type: Activity, name: 'ActivityConnection', subGraphs: STOREFRONT }, { name: 'ActivityEdge', subGraphs: STOREFRONT });
 
 export const Customer = builder.objectRef<CustomerShape>('Customer').implement({
+  subGraphs: STOREFRONT,
   description: 'A customer of the shop, identified by its shop customer id or its e-mail.',
   fields: (t) => ({
     _id: t.exposeID('_id'),

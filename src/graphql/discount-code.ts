@@ -3,7 +3,7 @@ import { type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers } 
 import type { Activity as ActivityShape } from '../domain/points.js';
 import { redeemPoints } from '../domain/redemptions.js';
 import { Activity } from './activity.js';
-import { BATCH_ONLY, builder } from './builder.js';
+import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, PAGE_ARGS } from './connections.js';
 import { Customer } from './customer.js';
 import { PointsRedemptionType } from './redemption.js';
@@ -11,6 +11,7 @@ import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js
 
 /** A code issued by a redemption: what pointsRedeem returns and the redemptions/created event carries. */
 export const DiscountCode = builder.objectRef<DiscountCodeShape>('DiscountCode').implement({
+  subGraphs: STOREFRONT,
   description: 'A discount code bought with points.',
   fields: (t) => ({
     _id: t.exposeID('_id'),
@@ -28,7 +29,7 @@ export const DiscountCode = builder.objectRef<DiscountCodeShape>('DiscountCode')
   }),
 });
 
-const DiscountCodeConnection = builder.connectionObject({ type: DiscountCode, name: 'DiscountCodeConnection' }, { name: 'DiscountCodeEdge' });
+const DiscountCodeConnection = builder.connectionObject({ type: DiscountCode, name: 'DiscountCodeConnection', subGraphs: STOREFRONT }, { name: 'DiscountCodeEdge', subGraphs: STOREFRONT });
 
 builder.objectFields(Customer, (t) => ({
   discountCodes: t.loadable({
@@ -52,11 +53,12 @@ const PointsRedeemInput = builder.inputType('PointsRedeemInput', {
   }),
 });
 
-const PointsRedeemPayload = builder
+export const PointsRedeemPayload = builder
   .objectRef<{ discountCode?: DiscountCodeShape; activity?: ActivityShape; customer?: CustomerShape; userErrors: UserErrorShape[] }>(
     'PointsRedeemPayload',
   )
   .implement({
+  subGraphs: STOREFRONT,
     fields: (t) => ({
       discountCode: t.field({ type: DiscountCode, nullable: true, resolve: (p) => p.discountCode ?? null }),
       activity: t.field({ type: Activity, nullable: true, resolve: (p) => p.activity ?? null }),

@@ -9,13 +9,14 @@ import {
 } from '../domain/earning-rules.js';
 import { type ActionAward, reportAction } from '../domain/rule-awards.js';
 import { Activity } from './activity.js';
-import { builder } from './builder.js';
+import { builder, STOREFRONT } from './builder.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
-const EarningRuleType = builder.enumType('EarningRuleType', { values: EARNING_RULE_TYPES });
-const ActionLimit = builder.enumType('ActionLimit', { values: ACTION_LIMITS });
+const EarningRuleType = builder.enumType('EarningRuleType', { subGraphs: STOREFRONT, values: EARNING_RULE_TYPES });
+const ActionLimit = builder.enumType('ActionLimit', { subGraphs: STOREFRONT, values: ACTION_LIMITS });
 
-const EarningRule = builder.objectRef<EarningRuleShape>('EarningRule').implement({
+export const EarningRule = builder.objectRef<EarningRuleShape>('EarningRule').implement({
+  subGraphs: STOREFRONT,
   description:
     'How customers earn points: place_order (per money spent), sign_up, birthday, or a custom action the shop\'s backend reports. ' +
     'Fields of other types are null or empty. An earn keeps a snapshot of its rule: changing or deleting a rule never changes what was earned.',

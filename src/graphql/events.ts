@@ -7,7 +7,7 @@ import { parseInput } from '../domain/validation.js';
 import { isSubscribableTopic } from '../domain/webhook-subscriptions.js';
 import type { EventEnvelope } from '../events/outbox-relay.js';
 import { Activity } from './activity.js';
-import { builder } from './builder.js';
+import { adminKey, builder } from './builder.js';
 
 /** The webhook delivery body, as a GraphQL object. */
 const Event = builder.objectRef<EventEnvelope>('Event').implement({
@@ -46,7 +46,7 @@ builder.subscriptionFields((t) => ({
     args: { topics: t.arg.stringList({ required: true }) },
     subscribe: async (_root, args, ctx) => {
       const { topics } = parseInput(eventsArgsSchema, args);
-      return ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: ctx.apiKey.id }, (event) => topics.some((topic) => topicMatches(topic, event.type)));
+      return ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: adminKey(ctx).id }, (event) => topics.some((topic) => topicMatches(topic, event.type)));
     },
     resolve: (event) => event,
   }),
@@ -57,7 +57,7 @@ builder.subscriptionFields((t) => ({
     subscribe: async (_root, args, ctx) => {
       const customer = await getCustomer(ctx.db, ctx.shop.id, args.identifier.trim());
       return pipe(
-        await ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: ctx.apiKey.id }, (event) => balanceChangeOf(event)?.customerId === customer.id),
+        await ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: adminKey(ctx).id }, (event) => balanceChangeOf(event)?.customerId === customer.id),
         // Read back from the ledger: the bus carries plain JSON, the Activity type wants Dates.
         map((event: EventEnvelope) => findActivity(ctx.db, ctx.shop.id, balanceChangeOf(event)!.activityId)),
         filter((activity): activity is ActivityShape => activity !== undefined),

@@ -1,5 +1,5 @@
 import { EXPIRY_MODES, type ExpirySettings as ExpirySettingsShape, type NextExpiry as NextExpiryShape, nextExpiries } from '../domain/expiry.js';
-import { BATCH_ONLY, builder } from './builder.js';
+import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { Customer } from './customer.js';
 
 const ExpiryMode = builder.enumType('ExpiryMode', {
@@ -29,6 +29,7 @@ export const ExpirySettingsInput = builder.inputType('ExpirySettingsInput', {
 });
 
 const NextExpiry = builder.objectRef<NextExpiryShape>('NextExpiry').implement({
+  subGraphs: STOREFRONT,
   description: 'The customer\'s points that expire soonest.',
   fields: (t) => ({
     points: t.exposeInt('points'),

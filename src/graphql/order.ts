@@ -1,14 +1,15 @@
 import { upsertOrder } from '../domain/order-writes.js';
 import { getOrder, listOrdersOfCustomers, ORDER_STATUSES, type Order as OrderShape, type OrderLine as OrderLineShape } from '../domain/orders.js';
 import { listPendingEarns, type PendingEarn as PendingEarnShape } from '../domain/pending-points.js';
-import { BATCH_ONLY, builder } from './builder.js';
+import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { Customer } from './customer.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
-const OrderStatus = builder.enumType('OrderStatus', { values: ORDER_STATUSES });
+const OrderStatus = builder.enumType('OrderStatus', { subGraphs: STOREFRONT, values: ORDER_STATUSES });
 
 const OrderLine = builder.objectRef<OrderLineShape>('OrderLine').implement({
+  subGraphs: STOREFRONT,
   fields: (t) => ({
     productId: t.exposeString('productId'),
     variantId: t.exposeString('variantId', { nullable: true }),
@@ -21,6 +22,7 @@ const OrderLine = builder.objectRef<OrderLineShape>('OrderLine').implement({
 });
 
 export const Order = builder.objectRef<OrderShape>('Order').implement({
+  subGraphs: STOREFRONT,
   description: 'An order as the shop last sent it, and the points it earned. Money is a decimal string, never a float.',
   fields: (t) => ({
     _id: t.exposeID('_id'),
@@ -46,6 +48,7 @@ export const Order = builder.objectRef<OrderShape>('Order').implement({
 });
 
 const PendingEarn = builder.objectRef<PendingEarnShape>('PendingEarn').implement({
+  subGraphs: STOREFRONT,
   description: 'Points an order earned that wait for the shop\'s pendingDays.',
   fields: (t) => ({
     _id: t.exposeID('_id'),
@@ -56,12 +59,12 @@ const PendingEarn = builder.objectRef<PendingEarnShape>('PendingEarn').implement
   }),
 });
 
-const OrderConnection = builder.connectionObject({ type: Order, name: 'OrderConnection' }, { name: 'OrderEdge' });
+const OrderConnection = builder.connectionObject({ type: Order, name: 'OrderConnection', subGraphs: STOREFRONT }, { name: 'OrderEdge', subGraphs: STOREFRONT });
 
 builder.objectFields(Customer, (t) => ({
   pendingPoints: t.exposeInt('pendingPoints', { description: 'Earned from orders, spendable once the shop\'s pendingDays have passed; not in `points`.' }),
   pendingEarns: t.field({
-    type: builder.connectionObject({ type: PendingEarn, name: 'PendingEarnConnection' }, { name: 'PendingEarnEdge' }),
+    type: builder.connectionObject({ type: PendingEarn, name: 'PendingEarnConnection', subGraphs: STOREFRONT }, { name: 'PendingEarnEdge', subGraphs: STOREFRONT }),
     description: 'The points still pending, soonest available first.',
     args: PAGE_ARGS,
     resolve: async (customer, args, ctx) => toConnection(await listPendingEarns(ctx.db, ctx.shop.id, customer._id, forwardPageArgs(args))),

@@ -2,7 +2,8 @@ import { type DocumentNode, type FragmentDefinitionNode, getOperationAST, GraphQ
 import type { Plugin } from 'graphql-yoga';
 import { rateLimitHeaders, rateLimitMessage, type RateLimiter } from '../rate-limit/limiter.js';
 import { GRAPHQL_OPERATION, graphqlFieldOperation, type RateLimitedOperation } from '../rate-limit/operations.js';
-import type { GraphQLContext } from './builder.js';
+import type { StorefrontLimiter } from '../rate-limit/storefront.js';
+import { type GraphQLContext, tokenHolder } from './builder.js';
 import { graphqlRateUnits } from './limits.js';
 import { perOperation } from './per-operation.js';
 import type { ServerContext } from './yoga.js';
@@ -64,4 +65,25 @@ export function useRateLimits(limiter: RateLimiter, schema: GraphQLSchema): Plug
     }
   };
   return { onExecute: check, onSubscribe: check };
+}
+
+/**
+ * The storefront's count: each operation once against its customer (src/rate-limit/storefront.ts;
+ * the client IP was counted at the door). A refused one runs nothing: 429 with Retry-After.
+ */
+export function useStorefrontRateLimits(limiter: StorefrontLimiter): Plugin<GraphQLContext & ServerContext> {
+  const check = async (payload: {
+    args: { contextValue: GraphQLContext & ServerContext };
+    setResultAndStopExecution(result: { errors: GraphQLError[] }): void;
+  }) => {
+    const { contextValue } = payload.args;
+    const decision = await limiter.consumeCustomer(tokenHolder(contextValue).customerId);
+    if (!decision.allowed) payload.setResultAndStopExecution({ errors: [storefrontRateLimitError(decision)] });
+  };
+  return { onExecute: check, onSubscribe: check };
+}
+
+export function storefrontRateLimitError(decision: { retryAfterSec: number; message: string }): GraphQLError {
+  const headers = { 'retry-after': String(decision.retryAfterSec) };
+  return new GraphQLError(decision.message, { extensions: { code: 'rate_limited', http: { status: 429, headers } } });
 }

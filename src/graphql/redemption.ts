@@ -12,20 +12,21 @@ import {
   REDEMPTION_TYPES,
   updatePointsRedemption,
 } from '../domain/redemptions.js';
-import { builder } from './builder.js';
+import { builder, STOREFRONT } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
-export const PointsRedemptionType = builder.enumType('PointsRedemptionType', { values: REDEMPTION_TYPES });
-const ExchangeType = builder.enumType('PointsRedemptionExchangeType', { values: EXCHANGE_TYPES });
-const PurchaseType = builder.enumType('PurchaseType', { values: PURCHASE_TYPES });
-const ApplyProductOption = builder.enumType('ApplyProductOption', { values: APPLY_PRODUCT_OPTIONS });
-const MinimumRequirementType = builder.enumType('MinimumRequirementType', { values: MINIMUM_REQUIREMENT_TYPES });
-const ExpireDateType = builder.enumType('ExpireDateType', { values: EXPIRE_DATE_TYPES });
-const DiscountCombination = builder.enumType('DiscountCombination', { values: DISCOUNT_COMBINATIONS });
+export const PointsRedemptionType = builder.enumType('PointsRedemptionType', { subGraphs: STOREFRONT, values: REDEMPTION_TYPES });
+const ExchangeType = builder.enumType('PointsRedemptionExchangeType', { subGraphs: STOREFRONT, values: EXCHANGE_TYPES });
+const PurchaseType = builder.enumType('PurchaseType', { subGraphs: STOREFRONT, values: PURCHASE_TYPES });
+const ApplyProductOption = builder.enumType('ApplyProductOption', { subGraphs: STOREFRONT, values: APPLY_PRODUCT_OPTIONS });
+const MinimumRequirementType = builder.enumType('MinimumRequirementType', { subGraphs: STOREFRONT, values: MINIMUM_REQUIREMENT_TYPES });
+const ExpireDateType = builder.enumType('ExpireDateType', { subGraphs: STOREFRONT, values: EXPIRE_DATE_TYPES });
+const DiscountCombination = builder.enumType('DiscountCombination', { subGraphs: STOREFRONT, values: DISCOUNT_COMBINATIONS });
 
 /** The contract's points redemption record, field for field. */
 export const PointsRedemption = builder.objectRef<PointsRedemptionShape>('PointsRedemption').implement({
+  subGraphs: STOREFRONT,
   description: 'A way to redeem points for a discount code.',
   fields: (t) => ({
     _id: t.exposeID('_id', { description: 'Pass as `rewardId` to pointsRedeem.' }),
@@ -59,6 +60,11 @@ export const PointsRedemption = builder.objectRef<PointsRedemptionShape>('Points
     updatedAt: t.expose('updatedAt', { type: 'DateTime' }),
   }),
 });
+
+export const PointsRedemptionConnection = builder.connectionObject(
+  { type: PointsRedemption, name: 'PointsRedemptionConnection', subGraphs: STOREFRONT },
+  { name: 'PointsRedemptionEdge', subGraphs: STOREFRONT },
+);
 
 /** One input shape for create (name, type, rewardValue required) and update (the option's id, then everything optional). */
 function pointsRedemptionInput(name: string, create: boolean) {
@@ -106,7 +112,7 @@ function pointsRedemptionPayload(name: string) {
 
 builder.queryFields((t) => ({
   pointsRedemptions: t.field({
-    type: builder.connectionObject({ type: PointsRedemption, name: 'PointsRedemptionConnection' }, { name: 'PointsRedemptionEdge' }),
+    type: PointsRedemptionConnection,
     description: 'The shop\'s redemption options by sortIndex, like GET /pointsRedemptions.',
     args: {
       ...PAGE_ARGS,

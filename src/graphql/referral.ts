@@ -9,7 +9,7 @@ import {
   registerReferral,
   updateReferralSettings,
 } from '../domain/referrals.js';
-import { BATCH_ONLY, builder } from './builder.js';
+import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, PAGE_ARGS } from './connections.js';
 import { Customer, CustomerInput } from './customer.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
@@ -53,7 +53,9 @@ builder.objectFields(Customer, (t) => ({
     load: (customerIds: string[], ctx) => referralCodesOf(ctx.db, ctx.shop.id, customerIds),
     resolve: (customer) => customer._id,
   }),
+  // Other customers' data: never on the storefront.
   referees: t.loadable({
+    subGraphs: ['admin'],
     type: RefereeConnection,
     description: 'Customers who signed up with this customer\'s code, in sign-up order.',
     args: PAGE_ARGS,
@@ -95,9 +97,10 @@ const ReferralCodeCreateInput = builder.inputType('ReferralCodeCreateInput', {
   fields: (t) => ({ customerIdentifier: t.string({ description: 'Shop customer id or e-mail.' }) }),
 });
 
-const ReferralCodeCreatePayload = builder
+export const ReferralCodeCreatePayload = builder
   .objectRef<{ referralCode?: string; customer?: CustomerShape; userErrors: UserErrorShape[] }>('ReferralCodeCreatePayload')
   .implement({
+  subGraphs: STOREFRONT,
     fields: (t) => ({
       referralCode: t.string({ nullable: true, resolve: (p) => p.referralCode ?? null }),
       customer: t.field({ type: Customer, nullable: true, resolve: (p) => p.customer ?? null }),

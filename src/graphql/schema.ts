@@ -16,10 +16,14 @@ import './shopify.js';
 import './expiry.js';
 import './tier.js';
 import './customer-access-token.js';
+import './storefront.js';
 
-export const schema = builder.toSchema();
+/** /graphql: the shop's key, the whole API. */
+export const schema = builder.toSchema({ subGraph: 'admin' });
+/** /storefront/graphql: a customer's token, that customer's own data (builder.ts). */
+export const storefrontSchema = builder.toSchema({ subGraph: 'storefront' });
 
-/** The SDL checked in as schema.graphql, sorted so it groups by resource. */
-export function printSchemaSDL(): string {
-  return `${printSchema(lexicographicSortSchema(schema))}\n`;
+/** The SDL checked in as schema.graphql (or, for the storefront, schema.storefront.graphql), sorted so it groups by resource. */
+export function printSchemaSDL(face: 'admin' | 'storefront' = 'admin'): string {
+  return `${printSchema(lexicographicSortSchema(face === 'admin' ? schema : storefrontSchema))}\n`;
 }

@@ -6,7 +6,7 @@ import {
   revokeApiKeyOnRequest,
   type Shop as ShopShape,
 } from '../domain/shops.js';
-import { builder } from './builder.js';
+import { adminKey, builder } from './builder.js';
 import { ExpirySettings, ExpirySettingsInput } from './expiry.js';
 import { TierSettings, TierSettingsInput } from './tier.js';
 import { markResponseSecret } from './no-store.js';
@@ -31,6 +31,9 @@ const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implem
     pendingDays: t.exposeInt('pendingDays', { description: 'Days an order\'s points wait as pending before they can be spent; 0 (default): at once.' }),
     expiry: t.field({ type: ExpirySettings, resolve: (s) => s.expiry }),
     tiers: t.field({ type: TierSettings, resolve: (s) => s.tiers }),
+    storefrontOrigins: t.exposeStringList('storefrontOrigins', {
+      description: 'Origins whose pages may call /storefront/graphql with this shop\'s customer access tokens (docs/storefront.md).',
+    }),
   }),
 });
 
@@ -54,7 +57,7 @@ const ApiKey = builder.objectRef<ApiKeyInfo>('ApiKey').implement({
     active: t.boolean({ description: 'False once revoked.', resolve: (k) => k.revokedAt === null }),
     current: t.boolean({
       description: 'Whether this request (or this graphql-ws connection) was made with this key.',
-      resolve: (k, _args, ctx) => ctx.apiKey.prefix === k.prefix,
+      resolve: (k, _args, ctx) => adminKey(ctx).prefix === k.prefix,
     }),
   }),
 });
@@ -80,6 +83,10 @@ const ShopSettingsInput = builder.inputType('ShopSettingsInput', {
     pendingDays: t.int({ required: false, description: '0 to 365; applies to points earned from then on.' }),
     expiry: t.field({ type: ExpirySettingsInput, required: false }),
     tiers: t.field({ type: TierSettingsInput, required: false }),
+    storefrontOrigins: t.stringList({
+      required: false,
+      description: 'Replaces the list: up to 20 origins such as https://shop.example.com (no path); [] allows none.',
+    }),
   }),
 });
 
@@ -146,7 +153,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: ApiKeyRevokeInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
-        const apiKey = await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, ctx.apiKey);
+        const apiKey = await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, adminKey(ctx));
         await ctx.bus.announceRevocation(apiKey);
         return { apiKey };
       }),

@@ -12,7 +12,7 @@ import {
   tierProgress,
   updateTier,
 } from '../domain/tiers.js';
-import { BATCH_ONLY, builder } from './builder.js';
+import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { Customer } from './customer.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -50,6 +50,7 @@ export const TierSettingsInput = builder.inputType('TierSettingsInput', {
 });
 
 const Tier = builder.objectRef<TierShape>('Tier').implement({
+  subGraphs: STOREFRONT,
   description: 'A VIP tier: customers whose metric reaches its threshold hold it, and earn `multiplier` × the points of place_order rules.',
   fields: (t) => ({
     id: t.exposeID('id'),
@@ -62,6 +63,7 @@ const Tier = builder.objectRef<TierShape>('Tier').implement({
 });
 
 const TierProgress = builder.objectRef<TierProgressShape>('TierProgress').implement({
+  subGraphs: STOREFRONT,
   description: 'Where the customer stands on the ladder, read live.',
   fields: (t) => ({
     current: t.exposeString('current', { description: 'The metric over the window now (calendar_year: this year\'s), in the threshold\'s unit.' }),
@@ -71,6 +73,7 @@ const TierProgress = builder.objectRef<TierProgressShape>('TierProgress').implem
 });
 
 const CustomerTier = builder.objectRef<CustomerTierShape>('CustomerTier').implement({
+  subGraphs: STOREFRONT,
   fields: (t) => ({
     tier: t.field({ type: Tier, resolve: (c) => c.tier }),
     since: t.expose('since', { type: 'DateTime', description: 'When the customer reached it (or was moved to it by an evaluation).' }),

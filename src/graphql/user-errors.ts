@@ -1,9 +1,10 @@
 import { DomainError, ValidationError } from '../domain/errors.js';
-import { builder } from './builder.js';
+import { builder, STOREFRONT } from './builder.js';
 
 export type UserErrorShape = { code: string; field: string[] | null; message: string };
 
 export const UserError = builder.objectRef<UserErrorShape>('UserError').implement({
+  subGraphs: STOREFRONT,
   description: 'A problem with the input or a refusal by a business rule. `code` is the REST `error` string.',
   fields: (t) => ({
     code: t.exposeString('code'),

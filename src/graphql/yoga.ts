@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { createYoga, maskError, type Plugin } from 'graphql-yoga';
@@ -9,17 +9,31 @@ import { DomainError, ValidationError } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
+import type { StorefrontLimiter } from '../rate-limit/storefront.js';
+import type { TokenHolder } from '../domain/customer-access-tokens.js';
+import type { ApiKeyRef, Shop } from '../domain/shops.js';
 import type { GraphQLContext } from './builder.js';
 import { renderGraphiQLWithApiKey } from './graphiql-page.js';
 import { useHeavyOperationQueue } from './heavy-operations.js';
 import { useLimits } from './limits.js';
 import { perOperation } from './per-operation.js';
-import { useRateLimits } from './rate-limit.js';
+import { useRateLimits, useStorefrontRateLimits } from './rate-limit.js';
 import { useRequestChecks } from './request-checks.js';
-import { schema } from './schema.js';
+import { schema, storefrontSchema } from './schema.js';
 
-/** Over HTTP Fastify's request and reply; over graphql-ws only who the connection authenticated as. */
-export type ServerContext = { req: Pick<FastifyRequest, 'shop' | 'apiKey'>; reply?: FastifyReply };
+/**
+ * Over HTTP Fastify's request and reply; over graphql-ws only who the connection authenticated as:
+ * the shop and its key (/graphql) or the shop and a customer's token (/storefront/graphql).
+ */
+export type ServerContext = {
+  req: { shop: Shop | null; apiKey?: ApiKeyRef | null; customer?: TokenHolder | null };
+  reply?: FastifyReply;
+};
+
+/** The two GraphQL faces: one builder, two schemas (builder.ts). */
+export type Face = 'admin' | 'storefront';
+
+export const STOREFRONT_ENDPOINT = '/storefront/graphql';
 
 export const EXAMPLE_OPERATIONS = `# Loyalty GraphQL. Also here: the REST reference at /docs, live events at /dashboard.
 # The API key you gave is sent with every operation (this tab keeps it until closed); pick one to run.
@@ -83,10 +97,12 @@ subscription PointsEvents {
 }
 `;
 
-export function unauthenticatedError(): GraphQLError {
-  return new GraphQLError('a valid API key is required: Authorization: Bearer <key>', {
-    extensions: { code: 'unauthorized', http: { status: 401, headers: { 'www-authenticate': 'Bearer' } } },
-  });
+export function unauthenticatedError(face: Face = 'admin'): GraphQLError {
+  const message =
+    face === 'admin'
+      ? 'a valid API key is required: Authorization: Bearer <key> (customer access tokens are for /storefront/graphql)'
+      : 'a valid customer access token is required: Authorization: Bearer ct_… (the shop\'s API key is for /graphql, never a browser)';
+  return new GraphQLError(message, { extensions: { code: 'unauthorized', http: { status: 401, headers: { 'www-authenticate': 'Bearer' } } } });
 }
 
 /** The DomainError behind an error Yoga reports, if any: the client's mistake, answered with its code. */
@@ -131,12 +147,24 @@ function useCompiledOperations(logger: Logger): Plugin {
   };
 }
 
-/** Yoga over the Pothos schema; Fastify authenticates, Yoga turns the shop into the context. */
-export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimiter: RateLimiter; webhooks: WebhookSubscriptionDeps; bus: EventBus }) {
+export type GraphQLServices = { rateLimiter: RateLimiter; storefrontLimiter: StorefrontLimiter; webhooks: WebhookSubscriptionDeps; bus: EventBus };
+
+/**
+ * Yoga over one face's schema; Fastify (or the graphql-ws handshake) authenticates, Yoga turns who
+ * it found into the context. Both faces have the same document limits, compiled operations and
+ * error masking; the admin one counts against the shop's limits and serves GraphiQL, the storefront
+ * one counts per customer (per IP at the door) and answers for the token's customer only.
+ */
+export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLServices, face: Face = 'admin') {
+  const faceSchema = face === 'admin' ? schema : storefrontSchema;
+  const limits = face === 'admin' ? useRateLimits(services.rateLimiter, faceSchema) : useStorefrontRateLimits(services.storefrontLimiter);
   return createYoga<ServerContext, GraphQLContext>({
-    schema,
-    graphqlEndpoint: '/graphql',
-    plugins: [useRequestChecks(), useLimits(), useRateLimits(services.rateLimiter, schema), useCompiledOperations(logger), useHeavyOperationQueue(schema)],
+    schema: faceSchema,
+    graphqlEndpoint: face === 'admin' ? '/graphql' : STOREFRONT_ENDPOINT,
+    plugins: [useRequestChecks(), useLimits(), limits, useCompiledOperations(logger), useHeavyOperationQueue(faceSchema)],
+    // Browsers get no CORS from Yoga: /graphql is for servers (and its own GraphiQL page); the
+    // storefront's origins are answered by its route (src/http/storefront-route.ts).
+    cors: false,
     logging: {
       debug: (...args) => logger.debug(args.map(String).join(' ')),
       info: (...args) => logger.info(args.map(String).join(' ')),
@@ -150,13 +178,18 @@ export function createGraphQLServer(db: DB, logger: Logger, services: { rateLimi
         else logger.error({ err }, args.map(String).join(' '));
       },
     },
-    graphiql: { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL · REST reference at /docs · live events at /dashboard' },
+    graphiql: face === 'admin' && { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL · REST reference at /docs · live events at /dashboard' },
     // GraphiQL bundled into the page (nothing loaded from a CDN), asking for the API key first.
     renderGraphiQL: renderGraphiQLWithApiKey,
     landingPage: false,
     context: ({ req }) => {
-      if (!req.shop || !req.apiKey) throw unauthenticatedError();
-      return { db, shop: req.shop, apiKey: req.apiKey, webhooks: services.webhooks, bus: services.bus };
+      const common = { db, webhooks: services.webhooks, bus: services.bus };
+      if (face === 'admin') {
+        if (!req.shop || !req.apiKey) throw unauthenticatedError(face);
+        return { ...common, shop: req.shop, apiKey: req.apiKey, customer: null };
+      }
+      if (!req.shop || !req.customer) throw unauthenticatedError(face);
+      return { ...common, shop: req.shop, apiKey: null, customer: req.customer };
     },
     maskedErrors: {
       // Domain errors are meant for clients and carry the REST error code; the rest stays masked.

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { DB } from '../db/database.js';
+import type { TokenHolder } from '../domain/customer-access-tokens.js';
 import { type ApiKeyRef, authenticateApiKey, type Identity, type Shop } from '../domain/shops.js';
 import { UnauthorizedError } from './errors.js';
 
@@ -7,8 +8,10 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The shop whose API key authenticated this request; null when there was none or it was bad. */
     shop: Shop | null;
-    /** The key that authenticated it (id and public prefix); null with `shop`. */
+    /** The key that authenticated it (id and public prefix); null with `shop`, and on the storefront. */
     apiKey: ApiKeyRef | null;
+    /** /storefront/graphql: the customer access token's holder (src/http/storefront-route.ts); unset elsewhere. */
+    customer?: TokenHolder | null;
   }
 }
 

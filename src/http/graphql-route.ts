@@ -10,7 +10,7 @@ import { closeIfBodyUnread, resolveShop } from './auth.js';
 type Yoga = ReturnType<typeof createGraphQLServer>;
 
 /**
- * The /graphql handler. Yoga's HTTP layer (a fetch Request rebuilt from the Node request, its
+ * The handler of /graphql and /storefront/graphql. Yoga's HTTP layer (a fetch Request rebuilt from the Node request, its
  * request and params hooks, a fetch Response copied back into Fastify) cost more CPU than running
  * the operation. The common request skips it: a JSON POST to /graphql itself (Fastify has parsed
  * the body) with plain parameters, for a query or mutation, answered as JSON, without CORS. It
@@ -24,6 +24,7 @@ export function graphqlHandler(yoga: Yoga) {
   // Read once: each read of a property of Yoga's server adapter goes through a Proxy.
   const { fetchAPI } = yoga;
   const prepare = operationPreparer(yoga);
+  const endpoint = yoga.graphqlEndpoint;
 
   const answer = async (reply: FastifyReply, result: ExecutionResult, mediaType: string) => {
     // What Yoga answers for a result without errors or extensions, without building a Response for it.
@@ -35,10 +36,10 @@ export function graphqlHandler(yoga: Yoga) {
   };
 
   return async (request: FastifyRequest, reply: FastifyReply) => {
-    const params = direct(request);
+    const params = direct(request, endpoint);
     const mediaType = params && singleResultMediaType(request.headers.accept);
     if (params && mediaType) {
-      // Authenticated: requireShopForGraphQL answered a POST without a key.
+      // Authenticated: requireShopForGraphQL (the storefront's door) answered a POST without a key (token).
       const operation = await prepare({ req: request, reply }, params);
       const ready = 'args' in operation ? operation : undefined;
       // A subscription's stream (SSE, or 406) and a document without that operation take Yoga's path.
@@ -70,9 +71,9 @@ export function requireShopForGraphQL(db: DB) {
   };
 }
 
-/** The parameters of a request the direct path takes: a JSON POST to /graphql without Origin, with plain parameters. */
-function direct(request: FastifyRequest): OperationParams | null {
-  if (request.method !== 'POST' || request.url !== '/graphql' || request.headers.origin !== undefined) return null;
+/** The parameters of a request the direct path takes: a JSON POST to the endpoint itself without Origin, with plain parameters. */
+function direct(request: FastifyRequest, endpoint: string): OperationParams | null {
+  if (request.method !== 'POST' || request.url !== endpoint || request.headers.origin !== undefined) return null;
   return plainParams(request.body);
 }
 

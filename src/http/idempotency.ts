@@ -69,9 +69,11 @@ export function idempotencyHooks(db: DB, face: IdempotencyFace = 'rest') {
         { path: 'Idempotency-Key', message: 'invalid header' },
       ]);
     }
-    const claimed = await claimIdempotencyKey(db, shopId, key, fingerprint(request));
+    // On the storefront a key is its customer's: the same key from two customers never replays one's answer to the other.
+    const owned = request.customer ? `customer/${request.customer.customerId}/${key}` : key;
+    const claimed = await claimIdempotencyKey(db, shopId, owned, fingerprint(request));
     if (claimed.kind === 'replay') return send(reply.header('idempotent-replayed', 'true'), claimed.response);
-    request.idempotencyKey = key;
+    request.idempotencyKey = owned;
   };
 
   return {

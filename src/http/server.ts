@@ -19,13 +19,17 @@ import { graphqlHandler, requireShopForGraphQL } from './graphql-route.js';
 import { idempotencyHooks } from './idempotency.js';
 import { type Metrics, registerMetrics } from './metrics.js';
 import { attachGraphQLWebSocket } from './websocket.js';
+import { identityFromAuthorization } from './auth.js';
+import { registerStorefront, storefrontSocketIdentity } from './storefront-route.js';
+import type { StorefrontLimiter } from '../rate-limit/storefront.js';
 
 export const BODY_LIMIT = 1024 * 1024;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
 /**
- * The one HTTP server: REST under /rest-api/v1, GraphQL at /graphql, health probes.
+ * The one HTTP server: REST under /rest-api/v1, GraphQL at /graphql (the shop's key) and
+ * /storefront/graphql (a customer's token), health probes.
  * Fastify gives us schema-less JSON parsing with a body limit, encapsulated hooks for auth and
  * idempotency, request ids and pino logging, and a graceful close that drains in-flight requests.
  */
@@ -33,13 +37,14 @@ export async function createHttpServer(deps: {
   db: DB;
   logger: Logger;
   rateLimiter: RateLimiter;
+  storefrontLimiter: StorefrontLimiter;
   webhooks: WebhookSubscriptionDeps;
   bus: EventBus;
   metrics: Metrics;
   /** How long a request may take to arrive, headers and body (REQUEST_TIMEOUT_MS). */
   requestTimeoutMs: number;
 }): Promise<FastifyInstance> {
-  const { db, logger, rateLimiter, webhooks, bus, requestTimeoutMs } = deps;
+  const { db, logger, rateLimiter, storefrontLimiter, webhooks, bus, requestTimeoutMs } = deps;
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -104,8 +109,17 @@ export async function createHttpServer(deps: {
 
   // A key revoked on any instance is forgotten here at once, not after the key cache's TTL.
   bus.onRevoked((key) => forgetApiKey(db, key.prefix));
-  const yoga = createGraphQLServer(db, logger, { rateLimiter, webhooks, bus });
-  const webSockets = attachGraphQLWebSocket(app.server, yoga, db, bus);
+  const services = { rateLimiter, storefrontLimiter, webhooks, bus };
+  const yoga = createGraphQLServer(db, logger, services, 'admin');
+  const storefrontYoga = createGraphQLServer(db, logger, services, 'storefront');
+  const webSockets = attachGraphQLWebSocket(
+    app.server,
+    [
+      { yoga, authenticate: (authorization) => identityFromAuthorization(db, authorization) },
+      { yoga: storefrontYoga, authenticate: storefrontSocketIdentity(db, storefrontLimiter) },
+    ],
+    bus,
+  );
   const stopWatchingRevocations = watchRevocations({
     db,
     bus,
@@ -130,6 +144,7 @@ export async function createHttpServer(deps: {
     onSend: idempotency.onSend,
     handler: graphqlHandler(yoga),
   });
+  registerStorefront(app, { db, yoga: storefrontYoga, limiter: storefrontLimiter });
 
   for (const [url, served] of routes) {
     const others = METHODS.filter((m) => !served.has(m));

@@ -1,15 +1,13 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { GraphQLError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { type WebSocket, WebSocketServer } from 'ws';
-import type { DB } from '../db/database.js';
 import type { EventBus } from '../events/bus.js';
 import type { GraphQLContext } from '../graphql/builder.js';
 import { operationPreparer, type PreparedOperation } from '../graphql/operation.js';
 import type { ServerContext } from '../graphql/yoga.js';
-import { identityFromAuthorization } from './auth.js';
 
 /** How often idle sockets are pinged; a peer that misses a pong is dropped. */
 const KEEP_ALIVE_MS = 12_000;
@@ -24,34 +22,43 @@ const POLICY_VIOLATION = 1008;
 
 type RootValue = Pick<PreparedOperation, 'execute' | 'subscribe'>;
 
+/** One GraphQL face served over graphql-ws on its Yoga's endpoint. */
+export type WebSocketFace = {
+  yoga: YogaServerInstance<ServerContext, GraphQLContext>;
+  /**
+   * Who a connection speaks for, from `connectionParams.Authorization` and the upgrade request;
+   * null refuses it (4403). Asked again for every operation, so a revoked credential stops there.
+   */
+  authenticate(authorization: unknown, request: IncomingMessage): Promise<ServerContext['req'] | null>;
+};
+
 /**
- * graphql-ws (the graphql-transport-ws protocol) on the HTTP server's port, path /graphql.
- * The API key comes in `connectionParams.Authorization` ("Bearer …"); a bad one closes the socket
- * with 4403, and so does the revocation of the key it was opened with (on any instance). A shop
- * holds at most WEBSOCKETS_PER_SHOP sockets; one more is closed with 1008. Every operation then
- * runs through Yoga's envelop, so context, rate limits, error masking and validation are the same
- * as over HTTP. Returns the shutdown (closes every socket) and the ids of the keys sockets are open with.
+ * graphql-ws (the graphql-transport-ws protocol) on the HTTP server's port, at each face's path
+ * (/graphql, /storefront/graphql). The credential comes in `connectionParams.Authorization`
+ * ("Bearer …"); a bad one closes the socket with 4403, and so does the revocation of the API key
+ * it was opened with (on any instance). A shop holds at most WEBSOCKETS_PER_SHOP sockets, both
+ * faces together; one more is closed with 1008. Every operation then runs through its Yoga's
+ * envelop, so context, rate limits, error masking and validation are the same as over HTTP.
+ * Returns the shutdown (closes every socket) and the ids of the keys sockets are open with.
  */
 export function attachGraphQLWebSocket(
   server: Server,
-  yoga: YogaServerInstance<ServerContext, GraphQLContext>,
-  db: DB,
+  faces: WebSocketFace[],
   bus: Pick<EventBus, 'socketSlots' | 'onRevoked' | 'wasRevoked'>,
 ): { close(): Promise<void>; keysInUse(): Iterable<string> } {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
-  const prepare = operationPreparer(yoga);
   let closing = false;
-
-  // The open sockets by the id of the API key they authenticated with.
+  // The open sockets by the id of the API key they authenticated with (admin sockets).
   const byKey = new Map<string, Set<WebSocket>>();
   const stopHearingRevocations = bus.onRevoked((key) => {
     for (const socket of byKey.get(key.id) ?? []) socket.close(FORBIDDEN, 'Forbidden: the API key was revoked');
   });
+  const served = new Map(faces.map((face) => [face.yoga.graphqlEndpoint, serve(face)]));
 
   server.on('upgrade', (request, socket, head) => {
     // Plain string work: new URL() throws on some request targets, and this runs outside any try.
     const path = (request.url ?? '/').split('?')[0]!.replace(/\/$/, '');
-    if (closing || path !== yoga.graphqlEndpoint) {
+    const wss = served.get(path)?.wss;
+    if (closing || !wss) {
       socket.on('error', () => {}); // a peer gone mid-refusal is no error of ours
       socket.end(closing ? 'HTTP/1.1 503 Service Unavailable\r\n\r\n' : 'HTTP/1.1 404 Not Found\r\n\r\n');
       return;
@@ -59,65 +66,72 @@ export function attachGraphQLWebSocket(
     wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
   });
 
-  const disposable = useServer<Record<string, unknown>, { authorization: unknown }>(
-    {
-      // Returning false closes the socket with 4403 Forbidden (a no-op when it is already closing).
-      onConnect: async (ctx) => {
-        const params = ctx.connectionParams ?? {};
-        ctx.extra.authorization = params.Authorization ?? params.authorization;
-        const identity = await identityFromAuthorization(db, ctx.extra.authorization);
-        if (!identity) return false;
-        const socket = ctx.extra.socket;
-        const release = await bus.socketSlots.acquire(identity.shop.id);
-        if (!release) {
-          socket.close(POLICY_VIOLATION, 'socket_limit_reached: this shop has its limit of graphql-ws sockets open');
-          return false;
-        }
-        const sockets = byKey.get(identity.apiKey.id) ?? new Set();
-        byKey.set(identity.apiKey.id, sockets.add(socket));
-        const forget = () => {
-          release();
-          sockets.delete(socket);
-          if (sockets.size === 0 && byKey.get(identity.apiKey.id) === sockets) byKey.delete(identity.apiKey.id);
-        };
-        // Gone, or its key revoked, while its slot was being taken: nothing would close it later.
-        if (socket.readyState !== socket.OPEN || bus.wasRevoked(identity.apiKey.id)) {
-          forget();
-          return false;
-        }
-        socket.once('close', forget);
-        return true;
+  function serve(face: WebSocketFace) {
+    const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
+    const prepare = operationPreparer(face.yoga);
+    const disposable = useServer<Record<string, unknown>, { authorization: unknown }>(
+      {
+        // Returning false closes the socket with 4403 Forbidden (a no-op when it is already closing).
+        onConnect: async (ctx) => {
+          const params = ctx.connectionParams ?? {};
+          ctx.extra.authorization = params.Authorization ?? params.authorization;
+          const identity = await face.authenticate(ctx.extra.authorization, ctx.extra.request);
+          if (!identity?.shop) return false;
+          const socket = ctx.extra.socket;
+          const release = await bus.socketSlots.acquire(identity.shop.id);
+          if (!release) {
+            socket.close(POLICY_VIOLATION, 'socket_limit_reached: this shop has its limit of graphql-ws sockets open');
+            return false;
+          }
+          const keyId = identity.apiKey?.id;
+          const sockets = (keyId && byKey.get(keyId)) || new Set<WebSocket>();
+          if (keyId) byKey.set(keyId, sockets.add(socket));
+          const forget = () => {
+            release();
+            sockets.delete(socket);
+            if (keyId && sockets.size === 0 && byKey.get(keyId) === sockets) byKey.delete(keyId);
+          };
+          // Gone, or its key revoked, while its slot was being taken: nothing would close it later.
+          if (socket.readyState !== socket.OPEN || (keyId && bus.wasRevoked(keyId))) {
+            forget();
+            return false;
+          }
+          socket.once('close', forget);
+          return true;
+        },
+        onSubscribe: async (ctx, _id, payload) => {
+          // Checked again for every operation (an API key cached for 2 s), so a revoked credential
+          // stops opening new ones on a socket that was accepted earlier.
+          const identity = await face.authenticate(ctx.extra.authorization, ctx.extra.request);
+          if (!identity?.shop) {
+            ctx.extra.socket.close(FORBIDDEN, 'Forbidden');
+            return [new GraphQLError('the credential is no longer valid')];
+          }
+          const operation = await prepare({ req: identity }, payload);
+          if ('errors' in operation) return operation.errors;
+          const rootValue: RootValue = { execute: operation.execute, subscribe: operation.subscribe };
+          return { ...operation.args, rootValue };
+        },
+        // The enveloped execute/subscribe of this operation, carried in from onSubscribe.
+        execute: (args) => (args.rootValue as RootValue).execute(args),
+        subscribe: (args) => (args.rootValue as RootValue).subscribe(args),
       },
-      onSubscribe: async (ctx, _id, payload) => {
-        // Checked again for every operation (cached for 2 s), so a revoked key stops opening new
-        // ones on a socket that was accepted earlier.
-        const identity = await identityFromAuthorization(db, ctx.extra.authorization);
-        if (!identity) {
-          ctx.extra.socket.close(FORBIDDEN, 'Forbidden');
-          return [new GraphQLError('the API key is no longer valid')];
-        }
-        const operation = await prepare({ req: identity }, payload);
-        if ('errors' in operation) return operation.errors;
-        const rootValue: RootValue = { execute: operation.execute, subscribe: operation.subscribe };
-        return { ...operation.args, rootValue };
-      },
-      // The enveloped execute/subscribe of this operation, carried in from onSubscribe.
-      execute: (args) => (args.rootValue as RootValue).execute(args),
-      subscribe: (args) => (args.rootValue as RootValue).subscribe(args),
-    },
-    wss,
-    KEEP_ALIVE_MS,
-  );
+      wss,
+      KEEP_ALIVE_MS,
+    );
+    return { wss, disposable };
+  }
 
   async function close(): Promise<void> {
     closing = true;
     stopHearingRevocations();
     // Completes every operation and sends 1001 Going Away; resolves once every socket is gone,
     // so whoever does not answer the close frame in time is cut.
-    const disposed = disposable.dispose();
-    for (let waited = 0; wss.clients.size > 0 && waited < CLOSE_GRACE_MS; waited += 20) await sleep(20);
-    for (const socket of wss.clients) socket.terminate();
-    await disposed;
+    const disposed = [...served.values()].map(({ disposable }) => disposable.dispose());
+    const clients = () => [...served.values()].flatMap(({ wss }) => [...wss.clients]);
+    for (let waited = 0; clients().length > 0 && waited < CLOSE_GRACE_MS; waited += 20) await sleep(20);
+    for (const socket of clients()) socket.terminate();
+    await Promise.all(disposed);
   }
   return { close, keysInUse: () => byKey.keys() };
 }

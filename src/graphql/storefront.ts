@@ -1,0 +1,132 @@
+import { pipe, Repeater } from 'graphql-yoga';
+import { isTokenLive, type TokenHolder } from '../domain/customer-access-tokens.js';
+import { type Customer as CustomerShape, getCustomer, toCustomer } from '../domain/customers.js';
+import type { DB } from '../db/database.js';
+import { ensureReferralCode } from '../domain/referrals.js';
+import { listPointsRedemptions, redeemOwnPoints } from '../domain/redemptions.js';
+import { eligibilityOf, type RuleEligibility } from '../domain/rule-awards.js';
+import type { EventEnvelope } from '../events/outbox-relay.js';
+import { builder, type GraphQLContext, tokenHolder } from './builder.js';
+import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
+import { Customer } from './customer.js';
+import { EarningRule } from './earning-rule.js';
+import { PointsRedeemPayload } from './discount-code.js';
+import { PointsRedemptionConnection } from './redemption.js';
+import { ReferralCodeCreatePayload } from './referral.js';
+import { withUserErrors } from './user-errors.js';
+
+/**
+ * The storefront's roots (/storefront/graphql, DESIGN.md "Storefront access"). None takes a
+ * customer: each answers for the customer of the request's access token, through the same domain
+ * calls as the admin fields. The types they return are the admin ones tagged STOREFRONT.
+ */
+const SF = { subGraphs: ['storefront' as const] };
+
+const me = (ctx: GraphQLContext) => ({ id: tokenHolder(ctx).customerId });
+
+const EarningRuleEligibility = builder.objectRef<RuleEligibility>('EarningRuleEligibility').implement({
+  subGraphs: ['storefront'],
+  description: 'An active earning rule and whether the customer already earned it in its current period.',
+  fields: (t) => ({
+    rule: t.field({ type: EarningRule, resolve: (r) => r }),
+    isEarned: t.exposeBoolean('isEarned', {
+      description: 'sign_up: awarded; birthday: this year; custom: in its current period (ever, for once). place_order: always false.',
+    }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  me: t.field({
+    ...SF,
+    type: Customer,
+    description: 'The customer of the access token.',
+    resolve: async (_root, _args, ctx) => toCustomer(await getCustomer(ctx.db, ctx.shop.id, me(ctx))),
+  }),
+  rewards: t.field({
+    ...SF,
+    type: PointsRedemptionConnection,
+    description: 'The shop\'s rewards by sortIndex, `redeemable` for this customer (active, affordable).',
+    args: PAGE_ARGS,
+    resolve: async (_root, args, ctx) =>
+      toConnection(await listPointsRedemptions(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), customerIdentifier: me(ctx) })),
+  }),
+  waysToEarn: t.field({
+    ...SF,
+    type: [EarningRuleEligibility],
+    description: 'The shop\'s active earning rules, with whether this customer already earned each.',
+    resolve: async (_root, _args, ctx) => (await eligibilityOf(ctx.db, ctx.shop.id, me(ctx))).filter((r) => r.active),
+  }),
+}));
+
+const RedeemInput = builder.inputType('RedeemInput', {
+  subGraphs: ['storefront'],
+  fields: (t) => ({
+    rewardId: t.id({ description: 'The `_id` of one of `rewards`.' }),
+    pointsAmount: t.int({ description: 'The reward\'s cost, or a multiple of it for variable rewards.' }),
+    variantId: t.string({ required: false, description: 'Required for, and only used by, free_product rewards.' }),
+    currencyActive: t.string({ required: false, description: 'ISO 4217 code stored on the discount code.' }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  redeem: t.field({
+    ...SF,
+    type: PointsRedeemPayload,
+    description: 'Spends this customer\'s points on a discount code (pointsRedeem for the token\'s customer). Send an Idempotency-Key to retry safely.',
+    args: { input: t.arg({ type: RedeemInput, required: true }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(() => redeemOwnPoints(ctx.db, ctx.shop.id, tokenHolder(ctx).customerId, input)),
+  }),
+  referralCode: t.field({
+    ...SF,
+    type: ReferralCodeCreatePayload,
+    description: 'This customer\'s referral code, created on first ask (a referrals/code_created event).',
+    resolve: (_root, _args, ctx) =>
+      withUserErrors(async () => {
+        const customer = toCustomer(await getCustomer(ctx.db, ctx.shop.id, me(ctx)));
+        return { referralCode: await ensureReferralCode(ctx.db, ctx.shop.id, customer), customer };
+      }),
+  }),
+}));
+
+/** Whether a committed event is about this customer (their ledger, orders, redemptions, tier, record). */
+function concerns(event: EventEnvelope, customerId: string): boolean {
+  const data = event.data as { customer?: unknown; _id?: unknown } | null;
+  return data?.customer === customerId || (event.type.startsWith('customers/') && data?._id === customerId);
+}
+
+/**
+ * The customer read afresh after each of their events, for as long as the token lives: the stream
+ * ends when it expires and, at the next event, once it was revoked or the customer deleted.
+ */
+function whileTokenLives(db: DB, shopId: string, holder: TokenHolder) {
+  return (source: AsyncIterable<EventEnvelope>) =>
+    new Repeater<CustomerShape>(async (push, stop) => {
+      const events = source[Symbol.asyncIterator]();
+      const expiry = setTimeout(stop, holder.expiresAt.getTime() - Date.now());
+      void stop.then(() => {
+        clearTimeout(expiry);
+        void events.return?.();
+      });
+      for (let next = await events.next(); !next.done; next = await events.next()) {
+        if (!(await isTokenLive(db, holder))) break;
+        const row = await getCustomer(db, shopId, { id: holder.customerId });
+        await push(toCustomer(row));
+      }
+      stop();
+    });
+}
+
+builder.subscriptionFields((t) => ({
+  meChanged: t.field({
+    ...SF,
+    type: Customer,
+    description: 'This customer after each change of theirs (points, orders, redemptions, tier), as it commits.',
+    subscribe: async (_root, _args, ctx) => {
+      const holder = tokenHolder(ctx);
+      // Counted against the shop's live subscriptions like any other; ended with the token.
+      const events = await ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: `token:${holder.tokenId}` }, (event) => concerns(event, holder.customerId));
+      return pipe(events, whileTokenLives(ctx.db, ctx.shop.id, holder));
+    },
+    resolve: (customer) => customer,
+  }),
+}));
