@@ -16,11 +16,12 @@ import { points } from './scenarios/points.js';
 import { redemptions } from './scenarios/redemptions.js';
 import { scale } from './scenarios/scale.js';
 import { soak } from './scenarios/soak.js';
+import { storefront } from './scenarios/storefront.js';
 import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront];
 // Run only when named: it builds databases of millions of rows and takes many minutes.
 const ON_REQUEST = new Set(['scale']);
 

@@ -1,0 +1,139 @@
+// Storefront: the customer query a storefront widget sends (balance, tier and progress, 10 rewards
+// with `redeemable`) on /storefront/graphql with customer access tokens, against the same read on
+// /graphql with the shop's key (`customer(identifier)` and `pointsRedemptions(customerIdentifier)`),
+// taking turns in the same run at the same connections, over many customers.
+import { openDatabase } from '../../src/db/database.js';
+import { createCustomerAccessToken } from '../../src/domain/customer-access-tokens.js';
+import { upsertCustomer } from '../../src/domain/customers.js';
+import { changePoints } from '../../src/domain/points.js';
+import { createPointsRedemption } from '../../src/domain/redemptions.js';
+import { createShop } from '../../src/domain/shops.js';
+import { createTier } from '../../src/domain/tiers.js';
+import { amountFor, combine, type Measurement, runHttpLoad, warmUp } from '../lib/load.js';
+import { createIsolatedSchema } from '../lib/postgres.js';
+import type { BenchOptions, Scenario } from '../lib/scenario.js';
+import { startServer } from '../lib/server.js';
+import { fmt, formatTable } from '../lib/table.js';
+
+const TARGET_RATIO = 0.8;
+const ROUNDS = 6;
+const REWARDS = 10;
+
+const FIELDS = 'points pendingPoints tier { tier { name multiplier } } tierProgress { current next { name threshold } remaining }';
+const REWARD_FIELDS = 'edges { node { _id name rewardValue redeemable } }';
+const STOREFRONT_QUERY = `{ me { ${FIELDS} } rewards(first: ${REWARDS}) { ${REWARD_FIELDS} } }`;
+const ADMIN_QUERY = `query($id: String!) { customer(identifier: $id) { ${FIELDS} } pointsRedemptions(customerIdentifier: $id, first: ${REWARDS}) { ${REWARD_FIELDS} } }`;
+
+type Face = 'admin' | 'storefront';
+
+async function seed(url: string, customers: number) {
+  const { db, close } = await openDatabase({ url, poolSize: 8 });
+  try {
+    const { shop, apiKey } = await createShop(db, 'Bench storefront shop');
+    await createTier(db, shop.id, { name: 'Silver', threshold: '500', multiplier: '1.25' });
+    await createTier(db, shop.id, { name: 'Gold', threshold: '2000', multiplier: '1.5' });
+    for (let i = 0; i < REWARDS; i++) {
+      await createPointsRedemption(db, shop.id, { name: `Reward ${i}`, type: 'amount', discountPrefix: `R${i}-`, rewardValue: 100 * (i + 1), discountValue: i + 1 });
+    }
+    const ids = Array.from({ length: customers }, (_, i) => `sf-${i}`);
+    const tokens: string[] = [];
+    for (let i = 0; i < ids.length; i += 8) {
+      await Promise.all(
+        ids.slice(i, i + 8).map(async (id, j) => {
+          await upsertCustomer(db, shop.id, { shopifyCustomerId: id, email: `${id}@bench.example` });
+          await changePoints(db, shop.id, 'add', { customerIdentifier: id, amount: ((i + j) * 37) % 3000 });
+          tokens.push((await createCustomerAccessToken(db, shop.id, { customerIdentifier: id, expiresInSeconds: 86_400 })).accessToken);
+        }),
+      );
+    }
+    return { apiKey, ids, tokens };
+  } finally {
+    await close();
+  }
+}
+
+async function run(options: BenchOptions): Promise<boolean> {
+  const schema = await createIsolatedSchema(options.databaseUrl);
+  let server: Awaited<ReturnType<typeof startServer>> | undefined;
+  try {
+    const nodeArgs = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
+    // Measure the service, not its refusals: the storefront limiters run, they just never say no.
+    server = await startServer({ databaseUrl: schema.url, nodeArgs, env: { STOREFRONT_RATE_PER_CUSTOMER: '1000000000', STOREFRONT_RATE_PER_IP: '1000000000' } });
+    const { apiKey, ids, tokens } = await seed(schema.url, options.customers);
+    const pick = () => Math.floor(Math.random() * ids.length);
+    const json = { 'content-type': 'application/json' };
+    const loads = {
+      admin: {
+        url: `${server.url}/graphql`,
+        connections: options.connections,
+        headers: { ...json, authorization: `Bearer ${apiKey}` },
+        body: () => JSON.stringify({ query: ADMIN_QUERY, variables: { id: ids[pick()] } }),
+      },
+      storefront: {
+        url: `${server.url}/storefront/graphql`,
+        connections: options.connections,
+        headers: json,
+        body: () => JSON.stringify({ query: STOREFRONT_QUERY }),
+        // Each request is a random customer's: its own token.
+        signed: () => ({ authorization: `Bearer ${tokens[pick()]}` }),
+      },
+    };
+    // The answers must be what a widget needs, not errors: GraphQL answers errors with 200 too.
+    for (const face of ['admin', 'storefront'] as const) {
+      const headers = face === 'admin' ? loads.admin.headers : { ...loads.storefront.headers, ...loads.storefront.signed() };
+      const res = await fetch(loads[face].url, { method: 'POST', headers, body: loads[face].body() });
+      const body = (await res.json()) as { data?: Record<string, unknown>; errors?: unknown };
+      if (!res.ok || body.errors || Object.values(body.data ?? {}).some((v) => v === null)) throw new Error(`${face}: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
+    }
+    const rates: Partial<Record<Face, number>> = {};
+    for (const face of ['admin', 'storefront'] as const) rates[face] = (await warmUp(loads[face], options.warmupSec)).rate;
+    const roundSec = Math.max(1, Math.round(options.durationSec / ROUNDS));
+    const turns: Record<Face, Measurement[]> = { admin: [], storefront: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const face of round % 2 ? (['storefront', 'admin'] as const) : (['admin', 'storefront'] as const)) {
+        const m = await runHttpLoad({ ...loads[face], amount: amountFor(loads[face], rates[face]!, roundSec) });
+        rates[face] = m.rate;
+        turns[face].push(m);
+      }
+      process.stdout.write(`  round ${round + 1}: admin ${fmt.rate(turns.admin[round]!.rate)} req/s, storefront ${fmt.rate(turns.storefront[round]!.rate)} req/s\n`);
+    }
+    const admin = combine(turns.admin);
+    const storefront = combine(turns.storefront);
+    const ratio = storefront.rate / admin.rate;
+    const perRound = turns.storefront.map((m, i) => m.rate / turns.admin[i]!.rate);
+    const checks = [{ name: 'every request answered 2xx', ok: admin.failed === 0 && storefront.failed === 0, detail: `${admin.failures ?? ''} ${storefront.failures ?? ''}`.trim() || 'none failed' }];
+    process.stdout.write(
+      [
+        '',
+        formatTable(
+          ['request', 'req/s', 'p50', 'p99', 'ok', 'failed'],
+          [
+            ['/graphql customer + pointsRedemptions (API key)', fmt.rate(admin.rate), fmt.ms(admin.p50), fmt.ms(admin.p99), admin.ok, admin.failed],
+            ['/storefront/graphql me + rewards (token)', fmt.rate(storefront.rate), fmt.ms(storefront.p50), fmt.ms(storefront.p99), storefront.ok, storefront.failed],
+          ],
+        ),
+        '',
+        formatTable(
+          ['target', 'value', 'per round', 'target', 'result'],
+          [
+            [`storefront / admin rate, ${options.connections} connections`, fmt.ratio(ratio), `${fmt.ratio(Math.min(...perRound))}-${fmt.ratio(Math.max(...perRound))}`, `>= ${TARGET_RATIO}`, ratio >= TARGET_RATIO ? 'met' : 'MISSED'],
+            ['storefront / admin p99', fmt.ratio(storefront.p99 / admin.p99), '', '', ''],
+          ],
+        ),
+        '',
+        ...checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`),
+        '',
+      ].join('\n'),
+    );
+    return checks.every((c) => c.ok);
+  } finally {
+    await server?.stop();
+    await schema.drop();
+  }
+}
+
+export const storefront: Scenario = {
+  name: 'storefront',
+  summary: 'the storefront widget query (balance, tier, 10 rewards) with customer tokens against the same admin query with the API key, in turns',
+  run,
+};
