@@ -14,25 +14,29 @@ export function safeParseInput<S extends z.ZodType>(schema: S, input: unknown): 
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
   const result = safeParseInput(schema, input);
   if (!result.success) throw validationErrorFrom(result.error.issues);
-  const nul = pathToNul(result.data);
-  if (nul) throw validationErrorFrom([{ path: nul, message: 'must not contain the NUL character (U+0000)' }]);
+  const bad = pathToUnstorable(result.data);
+  if (bad) throw validationErrorFrom([{ path: bad, message: 'must not contain the NUL character (U+0000) or a lone UTF-16 surrogate' }]);
   return result.data;
 }
 
 /**
- * PostgreSQL text cannot hold U+0000: a string with one fails in the database (a 500) instead of
- * being refused as bad input. Returns the path of the first such string in parsed input, if any.
+ * PostgreSQL text cannot hold U+0000, and its json parser refuses a lone surrogate ("\ud800", which
+ * JSON may carry): a string with either fails in the database (a 500) instead of being refused as
+ * bad input. Returns the path of the first such string in parsed input, if any.
  */
-function pathToNul(value: unknown, path: PropertyKey[] = []): PropertyKey[] | null {
-  if (typeof value === 'string') return value.includes('\u0000') ? path : null;
+// With the u flag a surrogate pair reads as one code point, so only a lone surrogate is in category Cs.
+const LONE_SURROGATE = /\p{Cs}/u;
+
+function pathToUnstorable(value: unknown, path: PropertyKey[] = []): PropertyKey[] | null {
+  if (typeof value === 'string') return value.includes('\u0000') || LONE_SURROGATE.test(value) ? path : null;
   if (Array.isArray(value)) {
     for (const [i, item] of value.entries()) {
-      const found = pathToNul(item, [...path, i]);
+      const found = pathToUnstorable(item, [...path, i]);
       if (found) return found;
     }
   } else if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
     for (const [key, item] of Object.entries(value)) {
-      const found = pathToNul(item, [...path, key]);
+      const found = pathToUnstorable(item, [...path, key]);
       if (found) return found;
     }
   }

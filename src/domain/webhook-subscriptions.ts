@@ -217,7 +217,8 @@ export async function rotateSigningSecret(
   input: unknown,
 ): Promise<WebhookSubscriptionWithSecret> {
   subscriptionId(id);
-  const { graceHours } = parseInput(secretRotationSchema, input ?? {});
+  // No body is no options; a body of `null` is not an object, and refused like any other.
+  const { graceHours } = parseInput(secretRotationSchema, input === undefined ? {} : input);
   const signingSecret = newSigningSecret();
   return inTransaction(deps.db, async (trx) => {
     const found = await trx
