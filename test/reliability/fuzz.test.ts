@@ -42,6 +42,8 @@ let shop: { shopId: string; apiKey: string };
 let other: { shopId: string; apiKey: string };
 let subscriptionId: string;
 let rewardId: string;
+/** c-1's customer access token: the storefront cases run as c-1. */
+let customerToken: string;
 
 const CUSTOMERS = ['c-0', 'c-1', 'c-2', 'c-3'];
 const SHOPIFY_DOMAIN = 'fuzzed.myshopify.com';
@@ -62,6 +64,8 @@ beforeAll(async () => {
     'mutation { pointsRedemptionCreate(input: { name: "5 off", type: amount, discountPrefix: "FZ", rewardValue: 100, discountValue: 5 }) { pointsRedemption { _id } userErrors { code message } } }',
   );
   rewardId = option.data.pointsRedemptionCreate.pointsRedemption._id;
+  const minted = await t.graphql(shop.apiKey, 'mutation { customerAccessTokenCreate(input: { customerIdentifier: "c-1", expiresInSeconds: 86400 }) { accessToken } }');
+  customerToken = minted.data.customerAccessTokenCreate.accessToken;
   const connected = await t.graphql(shop.apiKey, `mutation { shopifySettingsUpdate(input: { shopDomain: "${SHOPIFY_DOMAIN}", webhookSecret: "fuzz-secret-123" }) { userErrors { code } } }`);
   expect(connected.data.shopifySettingsUpdate.userErrors).toEqual([]);
   // GET /referral creates a code on first call: create them now, so a fuzzed GET changes nothing.
@@ -469,7 +473,66 @@ const shopifyWebhook: fc.Arbitrary<Case> = fc
     };
   });
 
+/** Documents the storefront must refuse or answer without a change: other customers, admin fields, bad arguments. */
+const STOREFRONT_DOCUMENTS = [
+  '{ me { points referees { totalCount } } }',
+  '{ me(identifier: "c-2") { points } }',
+  '{ customer(identifier: "c-2") { points } }',
+  '{ rewards(first: -1) { edges { node { _id } } } }',
+  '{ rewards(first: 100000) { edges { node { _id } } } }',
+  '{ rewards(after: "%00") { edges { node { _id } } } }',
+  '{ me { activities(first: 5, after: "not-a-cursor") { edges { node { _id } } } } }',
+  'mutation { redeem(input: { rewardId: "REWARD", pointsAmount: -5 }) { userErrors { code } } }',
+  'mutation { redeem(input: { rewardId: "0123456789abcdef01234567", pointsAmount: 100 }) { userErrors { code } } }',
+  'mutation { redeem(input: { rewardId: "REWARD", pointsAmount: 100000000000 }) { userErrors { code } } }',
+  'mutation { redeem(input: { rewardId: "REWARD", pointsAmount: 100, customerIdentifier: "c-2" }) { userErrors { code } } }',
+  'mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 1 }) { activity { _id } } }',
+  'subscription { events(topics: ["points/*"]) { id } }',
+];
+const STOREFRONT = '/storefront/graphql';
+
+/** The storefront face: junk documents with c-1's token, and good documents with bad credentials or origins. */
+const storefrontCase: fc.Arbitrary<Case> = fc.oneof(
+  fc.tuple(fc.oneof(fc.constantFrom(...STOREFRONT_DOCUMENTS), fc.string({ unit: 'grapheme', maxLength: 60 })), fc.option(junkJson, { nil: undefined })).map(([query, variables]) => ({
+    family: 'storefront document',
+    method: 'POST',
+    path: STOREFRONT,
+    headers: ['authorization', `Bearer ${customerToken}`, ...json],
+    body: JSON.stringify({ query: query.replace('"REWARD"', `"${rewardId}"`), variables }),
+  })),
+  fc.tuple(
+    fc.constantFrom<() => string>(
+      () => '',
+      () => 'Bearer',
+      () => 'Bearer ct_',
+      () => 'Basic abc',
+      () => `Bearer ${shop.apiKey}`,
+      () => `Bearer ${customerToken}x`,
+      () => `Bearer ${customerToken.slice(0, -1)}${customerToken.endsWith('A') ? 'B' : 'A'}`,
+      () => `Bearer ${customerToken.replace(/^ct_[a-z0-9]{10}/, 'ct_aaaaaaaaaa')}`,
+      () => `Token ${customerToken}`,
+      () => customerToken,
+      () => `Bearer ${'ct_'.padEnd(8_000, 'x')}`,
+    ),
+    fc.constantFrom('{ me { points } }', 'mutation { referralCode { referralCode } }'),
+  ).map(([authorization, query]) => ({
+    family: 'storefront credential',
+    method: 'POST',
+    path: STOREFRONT,
+    headers: [...(authorization() ? ['authorization', authorization()] : []), ...json],
+    body: JSON.stringify({ query }),
+  })),
+  fc.tuple(fc.oneof(fc.constantFrom('null', 'https://evil.example', 'http://127.0.0.1', '*', '', 'https://evil.example/x', 'http://[::1]:80', 'x'.repeat(300)), fc.webUrl()), fc.constantFrom('POST', 'OPTIONS')).map(([origin, method]) => ({
+    family: 'storefront origin',
+    method,
+    path: STOREFRONT,
+    headers: ['origin', origin, 'access-control-request-method', 'POST', 'authorization', `Bearer ${customerToken}`, ...(method === 'POST' ? json : [])],
+    ...(method === 'POST' ? { body: JSON.stringify({ query: '{ me { points } }' }) } : {}),
+  })),
+);
+
 const anyCase: fc.Arbitrary<Case> = fc.oneof(
+  { weight: 6, arbitrary: storefrontCase },
   { weight: 30, arbitrary: restBody },
   { weight: 10, arbitrary: restQuery },
   { weight: 10, arbitrary: rawBody },
@@ -522,7 +585,7 @@ function judge(c: Case, a: Answer): string | null {
   if (a.status === 0) return 'no HTTP answer';
   if (a.status >= 500) return `status ${a.status}`;
   if (c.method === 'HEAD' || a.status === 204) return null;
-  const graphql = c.path.startsWith('/graphql') && !c.path.startsWith('/graphql/');
+  const graphql = (c.path.startsWith('/graphql') && !c.path.startsWith('/graphql/')) || c.path === STOREFRONT;
   // A client that asked for GraphQL over SSE gets its errors as an SSE `next` event.
   const sseData = graphql && String(a.headers['content-type']).includes('text/event-stream') ? /^data: (.*)$/m.exec(a.body)?.[1] : undefined;
   let body: any;
