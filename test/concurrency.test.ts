@@ -5,9 +5,7 @@ let t: TestApp;
 let shop: { shopId: string; apiKey: string };
 
 beforeAll(async () => {
-  // These tests check the ledger under races, not load shedding (test/overload.test.ts does): a
-  // queue long enough for every request keeps the pool from refusing some with 503 overloaded.
-  t = await startTestApp({ DATABASE_POOL_MAX_WAITING: '1000' });
+  t = await startTestApp();
   shop = await t.shop();
 });
 afterAll(() => t?.stop());

@@ -89,7 +89,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
       client.on('error', () => {});
       prepareMarked(client);
     });
-    const maxWaiting = options.maxWaiting ?? 100;
+    const maxWaiting = options.maxWaiting ?? 1_000;
     // pg-pool queues a request also while an idle connection is about to be handed to it (until
     // the next tick), so only the requests beyond the idle connections really wait.
     const waiting = () => Math.max(0, pool.waitingCount - pool.idleCount);
