@@ -41,7 +41,7 @@ async function seed(url: string, customers: number) {
       await Promise.all(
         ids.slice(i, i + 8).map(async (id, j) => {
           await upsertCustomer(db, shop.id, { shopifyCustomerId: id, email: `${id}@bench.example` });
-          await changePoints(db, shop.id, 'add', { customerIdentifier: id, amount: ((i + j) * 37) % 3000 });
+          await changePoints(db, shop.id, 'add', { customerIdentifier: id, amount: 1 + (((i + j) * 37) % 3000) });
           tokens.push((await createCustomerAccessToken(db, shop.id, { customerIdentifier: id, expiresInSeconds: 86_400 })).accessToken);
         }),
       );

@@ -91,6 +91,13 @@ query CustomerTier {
   customer(identifier: "demo-1001") { tier { tier { name multiplier } since } tierProgress { current next { name } remaining } }
 }
 
+# Storefronts in the browser (docs/storefront.md): let the shop's pages in, then mint a token for a
+# customer; the page sends it to /storefront/graphql (never the API key).
+mutation StorefrontAccess {
+  shopSettingsUpdate(input: { storefrontOrigins: ["http://127.0.0.1:8080"] }) { settings { storefrontOrigins } userErrors { code message } }
+  customerAccessTokenCreate(input: { customerIdentifier: "demo-1001" }) { accessToken expiresAt userErrors { code message } }
+}
+
 # Runs until stopped; add or redeem points meanwhile to see events arrive.
 subscription PointsEvents {
   events(topics: ["points/*", "redemptions/created"]) { id type timestamp data }
