@@ -221,6 +221,8 @@ describe('isolation: a token of customer X reaches nothing of Y or of another sh
   it('through subscriptions: X hears its own changes only, over graphql-ws and SSE, until its token is revoked', async () => {
     await t.customer(shop.shopId, 'sub-x', 100);
     await t.customer(shop.shopId, 'sub-y', 100);
+    // Their creation's own events are relayed first, so the streams opened next hear only what follows.
+    await until(async () => (await t.app.database.db.selectFrom('outbox_events').select('id').where('relayed_at', 'is', null).execute()).length === 0, 10_000, 'the set-up\'s events relayed');
     const x = await token('sub-x');
     const client = wsClient(t.url, x, { path: '/storefront/graphql' });
     const ws = collect(client, 'subscription { meChanged { shopifyCustomerId points } }');
