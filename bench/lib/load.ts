@@ -150,6 +150,30 @@ export async function warmUp(load: Omit<HttpLoad, 'amount'>, warmupSec: number):
   return { rate: warmup.rate, successes: probe.ok + warmup.ok };
 }
 
+/**
+ * Saturated measurements of several loads taking turns: `rounds` short rounds, a different load
+ * first in each, each turn sized from that load's last rate (`rates`, updated in place). This
+ * machine's speed drifts minute to minute; in turns, every load meets the same moments. Prints
+ * each round's rates; returns each load's measurements, in round order.
+ */
+export async function inTurns<F extends string>(
+  loads: Record<F, Omit<HttpLoad, 'amount'>>,
+  rates: Record<F, number>,
+  options: { rounds: number; roundSec: number },
+): Promise<Record<F, Measurement[]>> {
+  const faces = Object.keys(loads) as F[];
+  const turns = Object.fromEntries(faces.map((face) => [face, [] as Measurement[]])) as Record<F, Measurement[]>;
+  for (let round = 0; round < options.rounds; round++) {
+    for (const face of faces.map((_, i) => faces[(i + round) % faces.length]!)) {
+      const m = await runHttpLoad({ ...loads[face], amount: amountFor(loads[face], rates[face], options.roundSec) });
+      rates[face] = m.rate;
+      turns[face].push(m);
+    }
+    process.stdout.write(`  round ${round + 1}: ${faces.map((face) => `${face} ${turns[face][round]!.rate.toFixed(0)} req/s`).join(', ')}\n`);
+  }
+  return turns;
+}
+
 /** How many requests last about `seconds` at `rate`. */
 export function amountFor(load: Pick<HttpLoad, 'connections'>, rate: number, seconds: number): number {
   return Math.max(load.connections, Math.round(rate * seconds));

@@ -1,3 +1,5 @@
+import { combine, type Measurement } from './load.js';
+
 /** A plain-text table with aligned columns (numbers right, text left). */
 export function formatTable(header: string[], rows: Array<Array<string | number>>): string {
   const cells = [header, ...rows.map((r) => r.map(String))];
@@ -14,3 +16,18 @@ export const fmt = {
   ms: (n: number) => `${n.toFixed(1)} ms`,
   ratio: (n: number) => n.toFixed(2),
 };
+
+/** A scenario's correctness checks, one line each. */
+export function formatChecks(checks: ReadonlyArray<{ name: string; ok: boolean; detail: string }>): string[] {
+  return checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`);
+}
+
+/**
+ * A target row for a rate ratio of two loads measured in turns (inTurns): the ratio of their
+ * combined rates, the range of the per-round ratios, the target (at least `target`) and whether it was met.
+ */
+export function rateRatioRow(label: string, of: Measurement[], to: Measurement[], target: number): string[] {
+  const ratio = combine(of).rate / combine(to).rate;
+  const perRound = of.map((m, i) => m.rate / to[i]!.rate);
+  return [label, fmt.ratio(ratio), `${fmt.ratio(Math.min(...perRound))}-${fmt.ratio(Math.max(...perRound))}`, `>= ${target}`, ratio >= target ? 'met' : 'MISSED'];
+}

@@ -13,11 +13,11 @@ import { openDatabase } from '../../src/db/database.js';
 import { upsertCustomer } from '../../src/domain/customers.js';
 import { createEarningRule } from '../../src/domain/earning-rules.js';
 import { createShop } from '../../src/domain/shops.js';
-import { combine, type Measurement, runHttpLoad, warmUp, amountFor } from '../lib/load.js';
+import { amountFor, combine, inTurns, runHttpLoad, warmUp } from '../lib/load.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { REPO_ROOT, startServer } from '../lib/server.js';
-import { fmt, formatTable } from '../lib/table.js';
+import { fmt, formatChecks, formatTable, rateRatioRow } from '../lib/table.js';
 
 const TARGETS = { ordersVsPoints: 0.7, importSeconds: 90, connectorP99Ms: 50 };
 const CONNECTOR_SECONDS = 10;
@@ -26,8 +26,6 @@ const SHOPIFY_SECRET = 'bench-shopify-webhook-secret';
 const ROUNDS = 5;
 const IMPORT_ORDERS = 100_000;
 const FIRST_CUSTOMER = 300_001;
-
-type Face = 'points' | 'orders';
 
 let orderSeq = 0;
 const nextOrderId = () => `B-${process.pid}-${++orderSeq}`;
@@ -162,24 +160,11 @@ async function run(options: BenchOptions): Promise<boolean> {
         body: () => JSON.stringify(orderBody(customer())),
       },
     };
-    let ordersOk = 0;
-    const rates: Partial<Record<Face, number>> = {};
-    for (const face of ['points', 'orders'] as const) {
-      const warm = await warmUp(loads[face], options.warmupSec);
-      rates[face] = warm.rate;
-      if (face === 'orders') ordersOk += warm.successes;
-    }
+    const warm = { points: await warmUp(loads.points, options.warmupSec), orders: await warmUp(loads.orders, options.warmupSec) };
+    const rates = { points: warm.points.rate, orders: warm.orders.rate };
     const roundSec = Math.max(1, Math.round(options.durationSec / ROUNDS));
-    const turns: Record<Face, Measurement[]> = { points: [], orders: [] };
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const face of round % 2 ? (['orders', 'points'] as const) : (['points', 'orders'] as const)) {
-        const m = await runHttpLoad({ ...loads[face], amount: amountFor(loads[face], rates[face]!, roundSec) });
-        rates[face] = m.rate;
-        turns[face].push(m);
-        if (face === 'orders') ordersOk += m.ok;
-      }
-      process.stdout.write(`  round ${round + 1}: points/add ${fmt.rate(turns.points[round]!.rate)} req/s, PUT /orders ${fmt.rate(turns.orders[round]!.rate)} req/s\n`);
-    }
+    const turns = await inTurns(loads, rates, { rounds: ROUNDS, roundSec });
+    let ordersOk = warm.orders.successes + turns.orders.reduce((n, m) => n + m.ok, 0);
     const points = combine(turns.points);
     const orders = combine(turns.orders);
 
@@ -214,8 +199,6 @@ async function run(options: BenchOptions): Promise<boolean> {
       detail: `${drained.applied} applied of ${connectorWarm.successes + connector.ok} accepted, ${drained.rejected} rejected`,
     });
 
-    const ratio = orders.rate / points.rate;
-    const perRound = turns.orders.map((m, i) => m.rate / turns.points[i]!.rate);
     process.stdout.write(
       [
         '',
@@ -231,13 +214,13 @@ async function run(options: BenchOptions): Promise<boolean> {
         formatTable(
           ['target', 'value', 'per round', 'target', 'result'],
           [
-            ['PUT /orders / points/add rate', fmt.ratio(ratio), `${fmt.ratio(Math.min(...perRound))}-${fmt.ratio(Math.max(...perRound))}`, `>= ${TARGETS.ordersVsPoints}`, ratio >= TARGETS.ordersVsPoints ? 'met' : 'MISSED'],
+            rateRatioRow('PUT /orders / points/add rate', turns.orders, turns.points, TARGETS.ordersVsPoints),
             [`connector acceptance p99, ${options.connections} connections`, fmt.ms(connector.p99), '', `< ${TARGETS.connectorP99Ms} ms`, connector.p99 < TARGETS.connectorP99Ms ? 'met' : 'MISSED'],
             [`orders import of ${IMPORT_ORDERS} orders`, `${imported.seconds.toFixed(1)} s`, '', `< ${TARGETS.importSeconds} s`, imported.seconds < TARGETS.importSeconds ? 'met' : 'MISSED'],
           ],
         ),
         '',
-        ...checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`),
+        ...formatChecks(checks),
         '',
       ].join('\n'),
     );

@@ -9,11 +9,11 @@ import { changePoints } from '../../src/domain/points.js';
 import { createPointsRedemption } from '../../src/domain/redemptions.js';
 import { createShop } from '../../src/domain/shops.js';
 import { createTier } from '../../src/domain/tiers.js';
-import { amountFor, combine, type Measurement, runHttpLoad, warmUp } from '../lib/load.js';
+import { combine, inTurns, warmUp } from '../lib/load.js';
 import { createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { startServer } from '../lib/server.js';
-import { fmt, formatTable } from '../lib/table.js';
+import { fmt, formatChecks, formatTable, rateRatioRow } from '../lib/table.js';
 
 const TARGET_RATIO = 0.8;
 const ROUNDS = 6;
@@ -23,8 +23,6 @@ const FIELDS = 'points pendingPoints tier { tier { name multiplier } } tierProgr
 const REWARD_FIELDS = 'edges { node { _id name rewardValue redeemable } }';
 const STOREFRONT_QUERY = `{ me { ${FIELDS} } rewards(first: ${REWARDS}) { ${REWARD_FIELDS} } }`;
 const ADMIN_QUERY = `query($id: String!) { customer(identifier: $id) { ${FIELDS} } pointsRedemptions(customerIdentifier: $id, first: ${REWARDS}) { ${REWARD_FIELDS} } }`;
-
-type Face = 'admin' | 'storefront';
 
 async function seed(url: string, customers: number) {
   const { db, close } = await openDatabase({ url, poolSize: 8 });
@@ -85,22 +83,11 @@ async function run(options: BenchOptions): Promise<boolean> {
       const body = (await res.json()) as { data?: Record<string, unknown>; errors?: unknown };
       if (!res.ok || body.errors || Object.values(body.data ?? {}).some((v) => v === null)) throw new Error(`${face}: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
     }
-    const rates: Partial<Record<Face, number>> = {};
-    for (const face of ['admin', 'storefront'] as const) rates[face] = (await warmUp(loads[face], options.warmupSec)).rate;
+    const rates = { admin: (await warmUp(loads.admin, options.warmupSec)).rate, storefront: (await warmUp(loads.storefront, options.warmupSec)).rate };
     const roundSec = Math.max(1, Math.round(options.durationSec / ROUNDS));
-    const turns: Record<Face, Measurement[]> = { admin: [], storefront: [] };
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const face of round % 2 ? (['storefront', 'admin'] as const) : (['admin', 'storefront'] as const)) {
-        const m = await runHttpLoad({ ...loads[face], amount: amountFor(loads[face], rates[face]!, roundSec) });
-        rates[face] = m.rate;
-        turns[face].push(m);
-      }
-      process.stdout.write(`  round ${round + 1}: admin ${fmt.rate(turns.admin[round]!.rate)} req/s, storefront ${fmt.rate(turns.storefront[round]!.rate)} req/s\n`);
-    }
+    const turns = await inTurns(loads, rates, { rounds: ROUNDS, roundSec });
     const admin = combine(turns.admin);
     const storefront = combine(turns.storefront);
-    const ratio = storefront.rate / admin.rate;
-    const perRound = turns.storefront.map((m, i) => m.rate / turns.admin[i]!.rate);
     const checks = [{ name: 'every request answered 2xx', ok: admin.failed === 0 && storefront.failed === 0, detail: `${admin.failures ?? ''} ${storefront.failures ?? ''}`.trim() || 'none failed' }];
     process.stdout.write(
       [
@@ -116,12 +103,12 @@ async function run(options: BenchOptions): Promise<boolean> {
         formatTable(
           ['target', 'value', 'per round', 'target', 'result'],
           [
-            [`storefront / admin rate, ${options.connections} connections`, fmt.ratio(ratio), `${fmt.ratio(Math.min(...perRound))}-${fmt.ratio(Math.max(...perRound))}`, `>= ${TARGET_RATIO}`, ratio >= TARGET_RATIO ? 'met' : 'MISSED'],
+            rateRatioRow(`storefront / admin rate, ${options.connections} connections`, turns.storefront, turns.admin, TARGET_RATIO),
             ['storefront / admin p99', fmt.ratio(storefront.p99 / admin.p99), '', '', ''],
           ],
         ),
         '',
-        ...checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`),
+        ...formatChecks(checks),
         '',
       ].join('\n'),
     );

@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import { connectLimiterRedis } from './redis-client.js';
 import type { DB } from '../db/database.js';
 import { shopSettingsGeneration } from '../domain/shop-settings.js';
 import type { Logger } from '../logger.js';
@@ -139,19 +139,7 @@ export async function createRateLimiter(options: CreateRateLimiterOptions): Prom
   const memory = new MemoryStore();
   let store: RateLimitStore = memory;
   if (options.redisUrl) {
-    const redis = new Redis(options.redisUrl, {
-      lazyConnect: true,
-      // Fail fast instead of queueing while disconnected: the fallback answers instead.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: 500,
-      connectTimeout: 2_000,
-      retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
-    });
-    // Connection errors surface through FallbackStore's log; without a listener ioredis would
-    // report each reconnect attempt.
-    redis.on('error', () => {});
-    await redis.connect().catch((err) => options.logger.warn({ err }, 'rate limits: cannot reach Redis yet; limiting in memory meanwhile'));
+    const redis = await connectLimiterRedis(options.redisUrl, options.logger, 'rate limits');
     store = new FallbackStore(new RedisStore(redis), memory, options.logger);
   }
   return new RateLimiter({

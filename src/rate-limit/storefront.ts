@@ -1,6 +1,6 @@
-import { Redis } from 'ioredis';
 import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Logger } from '../logger.js';
+import { connectLimiterRedis } from './redis-client.js';
 
 /**
  * The storefront's limits (DESIGN.md "Storefront access"): every /storefront/graphql operation
@@ -27,20 +27,7 @@ export async function createStorefrontLimiter(options: {
   keyPrefix: string;
   logger: Logger;
 }): Promise<StorefrontLimiter> {
-  let redis: Redis | undefined;
-  if (options.redisUrl) {
-    redis = new Redis(options.redisUrl, {
-      lazyConnect: true,
-      // Fail fast while disconnected: the insurance limiter answers instead.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: 500,
-      connectTimeout: 2_000,
-      retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
-    });
-    redis.on('error', () => {});
-    await redis.connect().catch((err) => options.logger.warn({ err }, 'storefront limits: cannot reach Redis yet; limiting in memory meanwhile'));
-  }
+  const redis = options.redisUrl ? await connectLimiterRedis(options.redisUrl, options.logger, 'storefront limits') : undefined;
   const limiter = (name: string, points: number): RateLimiterAbstract => {
     const base = { points, duration: WINDOW_SECONDS, keyPrefix: `${options.keyPrefix}sf:${name}` };
     if (!redis) return new RateLimiterMemory(base);
