@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { sql } from 'kysely';
+import { createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { printSchemaSDL } from '../src/graphql/schema.js';
 import { createStorefrontLimiter } from '../src/rate-limit/storefront.js';
 import { createLogger } from '../src/logger.js';
@@ -155,6 +157,31 @@ describe('the storefront face', () => {
     // The other shop allows no origin: its tokens work from servers, not from this shop's pages.
     const foreign = await sf(await token('ada', other.apiKey), '{ me { points } }', undefined, { origin: ORIGIN });
     expect(foreign.status).toBe(403);
+
+    // WebSockets are not guarded by CORS: the upgrade's Origin is checked against the token's shop.
+    const socketFrom = async (origin: string) => {
+      let closed: number | undefined;
+      class FromOrigin extends WebSocket {
+        constructor(url: string, protocols?: string | string[]) {
+          super(url, protocols, { origin });
+        }
+      }
+      const client = createClient({
+        url: `${t.url.replace(/^http/, 'ws')}/storefront/graphql`,
+        webSocketImpl: FromOrigin,
+        connectionParams: { Authorization: `Bearer ${ada}` },
+        retryAttempts: 0,
+        on: { closed: (event) => void (closed = (event as { code: number }).code) },
+      });
+      const result = collect(client, '{ me { shopifyCustomerId } }');
+      await until(() => result.completed, 10_000, 'the socket query');
+      await client.dispose();
+      return { closed, results: result.results };
+    };
+    expect((await socketFrom(ORIGIN)).results).toEqual([{ data: { me: { shopifyCustomerId: 'ada' } } }]);
+    const evilSocket = await socketFrom('https://evil.example');
+    expect(evilSocket.results).toEqual([]);
+    expect(evilSocket.closed).toBe(4403);
 
     // The admin face gives browsers nothing: no preflight pass, no reflected origin.
     const adminPreflight = await fetch(`${t.url}/graphql`, { method: 'OPTIONS', headers: { origin: ORIGIN, 'access-control-request-method': 'POST' } });

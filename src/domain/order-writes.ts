@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { DB } from '../db/database.js';
-import { groupCommit } from '../db/group-commit.js';
+import { GROUP_COMMIT, groupCommit } from '../db/group-commit.js';
 import type { OrderRow } from '../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
 import { customerNotFound } from './customers.js';
@@ -42,9 +42,7 @@ function writers(db: DB): Writers {
     const options = {
       // Two states of one order never share a batch: the second must see the first's result.
       key: (put: OrderPut) => orderKey(put),
-      // As for balance changes (points.ts): two batches at once keep PostgreSQL busy while one commits.
-      maxInFlight: 2,
-      maxBatch: 64,
+      ...GROUP_COMMIT,
     };
     found = {
       firstState: groupCommit({ ...options, write: (puts) => writeFirstStates(db, puts) }),

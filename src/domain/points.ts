@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
-import { groupCommit } from '../db/group-commit.js';
+import { GROUP_COMMIT, groupCommit } from '../db/group-commit.js';
 import type { ActivityRow, CustomerRow } from '../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
 import { type Customer, customerIdentifierSchema, lockCustomer, parseIdentifier, toCustomer } from './customers.js';
@@ -215,11 +215,6 @@ export async function writeLockedBalanceChanges(trx: Trx, changes: ReadonlyArray
   return results;
 }
 
-// Measured on the points bench (32 connections, 2 cores): one statement at a time gathers the
-// most per statement, two keep PostgreSQL busy while one waits for its commit, four and more split
-// the same requests into smaller, costlier groups. Two also means a statement stuck on a row lock
-// held elsewhere does not hold up every other change (and one that cannot join runs alone).
-const GROUP_COMMIT = { maxInFlight: 2, maxBatch: 64 };
 const groupCommits = new WeakMap<DB, Partial<Record<MatchBy, (request: ChangeRequest) => Promise<Written | undefined>>>>();
 
 /**
