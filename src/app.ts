@@ -111,6 +111,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       keyPrefix: config.redisKeyPrefix,
       subscriptionsPerShop: config.subscriptionsPerShop,
       socketsPerShop: config.websocketsPerShop,
+      storefront: config.storefrontSubscriptions,
     });
     storefrontLimiter = await createStorefrontLimiter({ limits: config.storefrontLimits, redisUrl: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger });
     http = await createHttpServer({ db: database.db, logger, rateLimiter, storefrontLimiter, webhooks, bus, metrics, requestTimeoutMs: config.requestTimeoutMs });

@@ -57,6 +57,10 @@ const configSchema = z.object({
   SUBSCRIPTIONS_PER_SHOP: z.coerce.number().int().min(1).max(1_000_000).default(100),
   // graphql-ws sockets one shop may hold open, counted like SUBSCRIPTIONS_PER_SHOP.
   WEBSOCKETS_PER_SHOP: z.coerce.number().int().min(1).max(1_000_000).default(100),
+  // /storefront/graphql's live subscriptions, and its sockets, counted apart from the shop's own:
+  // per customer (a few tabs) and per shop (its visitors at once).
+  STOREFRONT_SUBSCRIPTIONS_PER_CUSTOMER: z.coerce.number().int().min(1).max(1_000).default(5),
+  STOREFRONT_SUBSCRIPTIONS_PER_SHOP: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
   // How long a request may take to arrive, headers and body: a slower one gets 408 and its
   // connection is closed, so a client that announces a body and never sends it holds nothing.
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
@@ -101,6 +105,7 @@ export type Config = {
   outboxRetentionHours: number;
   webhookMaxInFlightPerEndpoint: number | undefined;
   subscriptionsPerShop: number;
+  storefrontSubscriptions: { perShop: number; perCustomer: number };
   websocketsPerShop: number;
   requestTimeoutMs: number;
 };
@@ -139,6 +144,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookMaxInFlightPerEndpoint: c.WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT,
     subscriptionsPerShop: c.SUBSCRIPTIONS_PER_SHOP,
     websocketsPerShop: c.WEBSOCKETS_PER_SHOP,
+    storefrontSubscriptions: { perShop: c.STOREFRONT_SUBSCRIPTIONS_PER_SHOP, perCustomer: c.STOREFRONT_SUBSCRIPTIONS_PER_CUSTOMER },
     requestTimeoutMs: c.REQUEST_TIMEOUT_MS,
   };
 }

@@ -310,6 +310,35 @@ describe('storefront limits', () => {
     }
   });
 
+  it('live subscriptions: the storefront counts per customer and apart from the shop\'s own', async () => {
+    const app = await startTestApp({ SUBSCRIPTIONS_PER_SHOP: '1', STOREFRONT_SUBSCRIPTIONS_PER_CUSTOMER: '2' });
+    const streams: Array<{ close(): void }> = [];
+    try {
+      const s = await app.shop();
+      await app.customer(s.shopId, 'a');
+      await app.customer(s.shopId, 'b');
+      const mint = async (c: string) =>
+        (await app.graphql(s.apiKey, `mutation { customerAccessTokenCreate(input: { customerIdentifier: "${c}" }) { accessToken } }`)).data.customerAccessTokenCreate.accessToken;
+      const [a, b] = [await mint('a'), await mint('b')];
+      const open = async (bearer: string, path: string, query: string) => {
+        const stream = await sse(app.url, bearer, query, undefined, {}, path);
+        streams.push(stream);
+        await new Promise((r) => setTimeout(r, 100));
+        return stream;
+      };
+      const ME = 'subscription { meChanged { points } }';
+      const admin = await open(s.apiKey, '/graphql', 'subscription { events(topics: ["points/*"]) { id } }');
+      const [a1, a2, a3] = [await open(a, '/storefront/graphql', ME), await open(a, '/storefront/graphql', ME), await open(a, '/storefront/graphql', ME)];
+      const b1 = await open(b, '/storefront/graphql', ME);
+      // The shop's own slot (1) is its dashboard's; the customers' are their own, two each.
+      for (const stream of [admin, a1, a2, b1]) expect(stream.events.filter((e) => e.event === 'next' && e.data.errors)).toEqual([]);
+      expect(a3.events.map((e) => e.data?.errors?.[0]?.extensions?.code)).toContain('subscription_limit_reached');
+    } finally {
+      for (const stream of streams) stream.close();
+      await app.stop();
+    }
+  });
+
   it('with Redis down, the insurance limiter in memory still limits', async () => {
     const limiter = await createStorefrontLimiter({ limits: { perCustomerPerMinute: 2, perIpPerMinute: 100 }, redisUrl: 'redis://127.0.0.1:1', keyPrefix: 'test:', logger: createLogger('silent') });
     try {

@@ -8,8 +8,14 @@ import type { Logger } from '../logger.js';
 import { type EventEnvelope, type OutboxHandler, toEnvelope } from './outbox-relay.js';
 import { createSubscriptionSlots, type SubscriptionSlots } from './subscription-slots.js';
 
-/** Who holds a live subscription: the shop, and the API key it was opened with. */
-export type SubscriptionOwner = { shopId: string; apiKeyId: string };
+/**
+ * Who holds a live subscription: the shop, and the API key it was opened with; on the storefront,
+ * the customer too, and the subscription counts against the storefront's limits instead of the shop's.
+ */
+export type SubscriptionOwner = { shopId: string; apiKeyId: string; customerId?: string };
+
+/** Slots counted per shop and per customer at once (the storefront's): null when either is at its limit. */
+export type CustomerSlots = { acquire(shopId: string, customerId: string): Promise<(() => void) | null> };
 
 /**
  * Committed events, fanned out to the live (GraphQL) subscribers of every instance: an in-memory
@@ -29,6 +35,8 @@ export type EventBus = {
   subscribe(owner: SubscriptionOwner, accept?: (event: EventEnvelope) => boolean): Promise<AsyncIterableIterator<EventEnvelope>>;
   /** graphql-ws sockets per shop, counted as subscriptions are (across instances when on Redis). */
   socketSlots: SubscriptionSlots;
+  /** The storefront's graphql-ws sockets, per shop and per customer. */
+  storefrontSocketSlots: CustomerSlots;
   /**
    * Tells every instance (this one at once) that the key was revoked: the live subscriptions
    * opened with it end, and the `onRevoked` listeners hear of it. Never rejects: a failure to
@@ -113,6 +121,11 @@ export function createEventBus(options: {
   keyPrefix: string;
   subscriptionsPerShop: number;
   socketsPerShop: number;
+  /**
+   * The storefront's own limits, for subscriptions and for sockets alike: its customers are many
+   * and must not take the slots of the shop's own dashboards and servers, nor one customer all.
+   */
+  storefront: { perShop: number; perCustomer: number };
 }): EventBus {
   const { logger, subscriptionsPerShop } = options;
   const channelOf = (shopId: string) => `${options.keyPrefix}events:${shopId}`;
@@ -147,6 +160,30 @@ export function createEventBus(options: {
   const slotsOf = (name: string, limit: number) => createSubscriptionSlots({ name, limit, redis: redis?.publisher, keyPrefix: options.keyPrefix, logger });
   const slots = slotsOf('live-subscriptions', subscriptionsPerShop);
   const socketSlots = slotsOf('websockets', options.socketsPerShop);
+  const customerSlots = (name: string): CustomerSlots & { close(): void } => {
+    const perShop = slotsOf(`storefront-${name}`, options.storefront.perShop);
+    const perCustomer = slotsOf(`customer-${name}`, options.storefront.perCustomer);
+    return {
+      async acquire(shopId, customerId) {
+        const customer = await perCustomer.acquire(customerId);
+        const shop = customer && (await perShop.acquire(shopId));
+        if (customer && shop) {
+          return () => {
+            customer();
+            shop();
+          };
+        }
+        customer?.();
+        return null;
+      },
+      close() {
+        perShop.close();
+        perCustomer.close();
+      },
+    };
+  };
+  const storefrontSlots = customerSlots('subscriptions');
+  const storefrontSocketSlots = customerSlots('websockets');
   // Each live subscription, with the id of the API key that opened it.
   const live = new Map<{ end(): void }, string>();
   let closed = false;
@@ -204,11 +241,13 @@ export function createEventBus(options: {
     const { shopId } = owner;
     const shuttingDown = () => new RuleViolationError('server_shutting_down', 'the server is shutting down; reconnect to another instance');
     if (closed) throw shuttingDown();
-    const release = await slots.acquire(shopId);
+    const release = owner.customerId ? await storefrontSlots.acquire(shopId, owner.customerId) : await slots.acquire(shopId);
     if (!release) {
       throw new RuleViolationError(
         'subscription_limit_reached',
-        `this shop already has ${subscriptionsPerShop} live subscriptions; close one before opening another`,
+        owner.customerId
+          ? `this customer already has ${options.storefront.perCustomer} live subscriptions (or the shop's storefront ${options.storefront.perShop}); close one before opening another`
+          : `this shop already has ${subscriptionsPerShop} live subscriptions; close one before opening another`,
       );
     }
     if (closed) {
@@ -244,6 +283,7 @@ export function createEventBus(options: {
     publish,
     subscribe,
     socketSlots,
+    storefrontSocketSlots,
     announceRevocation,
     onRevoked(listener) {
       revocationListeners.add(listener);
@@ -257,8 +297,7 @@ export function createEventBus(options: {
       if (closed) return;
       closed = true;
       for (const subscription of [...live.keys()]) subscription.end();
-      slots.close();
-      socketSlots.close();
+      for (const each of [slots, socketSlots, storefrontSlots, storefrontSocketSlots]) each.close();
       // quit() lets the last slot releases through; a client that is not connected is just dropped.
       for (const client of redis ? [redis.publisher, redis.subscriber] : []) {
         if (client.status === 'ready') await client.quit().catch(() => client.disconnect());

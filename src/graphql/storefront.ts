@@ -123,8 +123,9 @@ builder.subscriptionFields((t) => ({
     description: 'This customer after each change of theirs (points, orders, redemptions, tier), as it commits.',
     subscribe: async (_root, _args, ctx) => {
       const holder = tokenHolder(ctx);
-      // Counted against the shop's live subscriptions like any other; ended with the token.
-      const events = await ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: `token:${holder.tokenId}` }, (event) => concerns(event, holder.customerId));
+      // Counted against the storefront's limits (per customer, per shop), not the shop's own; ended with the token.
+      const owner = { shopId: ctx.shop.id, apiKeyId: `token:${holder.tokenId}`, customerId: holder.customerId };
+      const events = await ctx.bus.subscribe(owner, (event) => concerns(event, holder.customerId));
       return pipe(events, whileTokenLives(ctx.db, ctx.shop.id, holder));
     },
     resolve: (customer) => customer,

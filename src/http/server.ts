@@ -115,8 +115,16 @@ export async function createHttpServer(deps: {
   const webSockets = attachGraphQLWebSocket(
     app.server,
     [
-      { yoga, authenticate: (authorization) => identityFromAuthorization(db, authorization) },
-      { yoga: storefrontYoga, authenticate: storefrontSocketIdentity(db, storefrontLimiter) },
+      {
+        yoga,
+        authenticate: (authorization) => identityFromAuthorization(db, authorization),
+        acquireSlot: (identity) => bus.socketSlots.acquire(identity.shop.id),
+      },
+      {
+        yoga: storefrontYoga,
+        authenticate: storefrontSocketIdentity(db, storefrontLimiter),
+        acquireSlot: async (identity) => (identity.customer ? bus.storefrontSocketSlots.acquire(identity.shop.id, identity.customer.customerId) : null),
+      },
     ],
     bus,
   );

@@ -8,6 +8,7 @@ import type { EventBus } from '../events/bus.js';
 import type { GraphQLContext } from '../graphql/builder.js';
 import { operationPreparer, type PreparedOperation } from '../graphql/operation.js';
 import type { ServerContext } from '../graphql/yoga.js';
+import type { Shop } from '../domain/shops.js';
 
 /** How often idle sockets are pinged; a peer that misses a pong is dropped. */
 const KEEP_ALIVE_MS = 12_000;
@@ -30,21 +31,24 @@ export type WebSocketFace = {
    * null refuses it (4403). Asked again for every operation, so a revoked credential stops there.
    */
   authenticate(authorization: unknown, request: IncomingMessage): Promise<ServerContext['req'] | null>;
+  /** Takes the connection's socket slot (null: at the limit); the release is called once. */
+  acquireSlot(identity: ServerContext['req'] & { shop: Shop }): Promise<(() => void) | null>;
 };
 
 /**
  * graphql-ws (the graphql-transport-ws protocol) on the HTTP server's port, at each face's path
  * (/graphql, /storefront/graphql). The credential comes in `connectionParams.Authorization`
  * ("Bearer …"); a bad one closes the socket with 4403, and so does the revocation of the API key
- * it was opened with (on any instance). A shop holds at most WEBSOCKETS_PER_SHOP sockets, both
- * faces together; one more is closed with 1008. Every operation then runs through its Yoga's
+ * it was opened with (on any instance). A shop holds at most WEBSOCKETS_PER_SHOP admin sockets,
+ * and its storefront STOREFRONT_SUBSCRIPTIONS_PER_SHOP (each customer
+ * STOREFRONT_SUBSCRIPTIONS_PER_CUSTOMER); one more is closed with 1008. Every operation then runs through its Yoga's
  * envelop, so context, rate limits, error masking and validation are the same as over HTTP.
  * Returns the shutdown (closes every socket) and the ids of the keys sockets are open with.
  */
 export function attachGraphQLWebSocket(
   server: Server,
   faces: WebSocketFace[],
-  bus: Pick<EventBus, 'socketSlots' | 'onRevoked' | 'wasRevoked'>,
+  bus: Pick<EventBus, 'onRevoked' | 'wasRevoked'>,
 ): { close(): Promise<void>; keysInUse(): Iterable<string> } {
   let closing = false;
   // The open sockets by the id of the API key they authenticated with (admin sockets).
@@ -78,9 +82,9 @@ export function attachGraphQLWebSocket(
           const identity = await face.authenticate(ctx.extra.authorization, ctx.extra.request);
           if (!identity?.shop) return false;
           const socket = ctx.extra.socket;
-          const release = await bus.socketSlots.acquire(identity.shop.id);
+          const release = await face.acquireSlot({ ...identity, shop: identity.shop });
           if (!release) {
-            socket.close(POLICY_VIOLATION, 'socket_limit_reached: this shop has its limit of graphql-ws sockets open');
+            socket.close(POLICY_VIOLATION, 'socket_limit_reached: the limit of open graphql-ws sockets is reached');
             return false;
           }
           const keyId = identity.apiKey?.id;
