@@ -6,7 +6,7 @@ import WebSocket from 'ws';
 import { printSchemaSDL } from '../src/graphql/schema.js';
 import { createStorefrontLimiter } from '../src/rate-limit/storefront.js';
 import { createLogger } from '../src/logger.js';
-import { onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { freePort, onPostgres, startRedis, startTestApp, type TestApp } from './helpers.js';
 import { collect, sse, until, wsClient } from './live-helpers.js';
 
 let t: TestApp;
@@ -347,6 +347,24 @@ describe('storefront limits', () => {
       expect(decisions).toEqual([true, true, false]);
     } finally {
       await limiter.close();
+    }
+  });
+
+  it.runIf(Boolean(process.env.TEST_REDIS_URL))('when Redis dies mid-window, the insurance limiter takes over at once', async () => {
+    const port = await freePort();
+    const redis = await startRedis(port);
+    const limiter = await createStorefrontLimiter({ limits: { perCustomerPerMinute: 3, perIpPerMinute: 100 }, redisUrl: `redis://127.0.0.1:${port}`, keyPrefix: 'test:', logger: createLogger('silent') });
+    try {
+      expect((await limiter.consumeCustomer('c')).allowed).toBe(true);
+      redis.kill('SIGKILL');
+      await new Promise((resolve) => redis.once('exit', resolve));
+      const during = [];
+      for (let i = 0; i < 4; i++) during.push((await limiter.consumeCustomer('c')).allowed);
+      // The insurance counts on its own: three more pass, the fourth is refused; nothing throws.
+      expect(during).toEqual([true, true, true, false]);
+    } finally {
+      await limiter.close();
+      redis.kill('SIGKILL');
     }
   });
 
