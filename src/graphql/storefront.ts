@@ -20,7 +20,7 @@ import { withUserErrors } from './user-errors.js';
  * customer: each answers for the customer of the request's access token, through the same domain
  * calls as the admin fields. The types they return are the admin ones tagged STOREFRONT.
  */
-const SF = { subGraphs: ['storefront' as const] };
+const STOREFRONT_ONLY = { subGraphs: ['storefront' as const] };
 
 const me = (ctx: GraphQLContext) => ({ id: tokenHolder(ctx).customerId });
 
@@ -37,13 +37,13 @@ const EarningRuleEligibility = builder.objectRef<RuleEligibility>('EarningRuleEl
 
 builder.queryFields((t) => ({
   me: t.field({
-    ...SF,
+    ...STOREFRONT_ONLY,
     type: Customer,
     description: 'The customer of the access token.',
     resolve: async (_root, _args, ctx) => toCustomer(await getCustomer(ctx.db, ctx.shop.id, me(ctx))),
   }),
   rewards: t.field({
-    ...SF,
+    ...STOREFRONT_ONLY,
     type: PointsRedemptionConnection,
     description: 'The shop\'s rewards by sortIndex, `redeemable` for this customer (active, affordable).',
     args: PAGE_ARGS,
@@ -51,7 +51,7 @@ builder.queryFields((t) => ({
       toConnection(await listPointsRedemptions(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), customerIdentifier: me(ctx) })),
   }),
   waysToEarn: t.field({
-    ...SF,
+    ...STOREFRONT_ONLY,
     type: [EarningRuleEligibility],
     description: 'The shop\'s active earning rules, with whether this customer already earned each.',
     resolve: async (_root, _args, ctx) => (await eligibilityOf(ctx.db, ctx.shop.id, me(ctx))).filter((r) => r.active),
@@ -70,14 +70,14 @@ const RedeemInput = builder.inputType('RedeemInput', {
 
 builder.mutationFields((t) => ({
   redeem: t.field({
-    ...SF,
+    ...STOREFRONT_ONLY,
     type: PointsRedeemPayload,
     description: 'Spends this customer\'s points on a discount code (pointsRedeem for the token\'s customer). Send an Idempotency-Key to retry safely.',
     args: { input: t.arg({ type: RedeemInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => redeemOwnPoints(ctx.db, ctx.shop.id, tokenHolder(ctx).customerId, input)),
   }),
   referralCode: t.field({
-    ...SF,
+    ...STOREFRONT_ONLY,
     type: ReferralCodeCreatePayload,
     description: 'This customer\'s referral code, created on first ask (a referrals/code_created event).',
     resolve: (_root, _args, ctx) =>
@@ -118,7 +118,7 @@ function whileTokenLives(db: DB, shopId: string, holder: TokenHolder) {
 
 builder.subscriptionFields((t) => ({
   meChanged: t.field({
-    ...SF,
+    ...STOREFRONT_ONLY,
     type: Customer,
     description: 'This customer after each change of theirs (points, orders, redemptions, tier), as it commits.',
     subscribe: async (_root, _args, ctx) => {
