@@ -19,6 +19,7 @@ import * as pointExpiry from './2026_11_24_008_point_expiry.js';
 import * as customerAccessTokens from './2026_11_24_010_customer_access_tokens.js';
 import * as vipTiers from './2026_11_24_011_vip_tiers.js';
 import * as storefrontOrigins from './2026_11_25_012_storefront_origins.js';
+import * as insightBuckets from './2026_11_25_013_insight_buckets.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -39,4 +40,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_24_010_customer_access_tokens': customerAccessTokens,
   '2026_11_24_011_vip_tiers': vipTiers,
   '2026_11_25_012_storefront_origins': storefrontOrigins,
+  '2026_11_25_013_insight_buckets': insightBuckets,
 };

@@ -33,7 +33,7 @@ export const STOREFRONT: SubGraph[] = ['admin', 'storefront'];
 export const builder = new SchemaBuilder<{
   Context: GraphQLContext;
   SubGraphs: SubGraph;
-  Scalars: { DateTime: { Input: Date; Output: Date }; JSON: { Input: unknown; Output: unknown } };
+  Scalars: { DateTime: { Input: Date; Output: Date }; JSON: { Input: unknown; Output: unknown }; BigCount: { Input: number; Output: number } };
   DefaultFieldNullability: false;
   DefaultInputFieldRequiredness: true;
 }>({
@@ -83,6 +83,15 @@ builder.scalarType('DateTime', {
     const date = typeof value === 'string' ? new Date(value) : null;
     if (!date || Number.isNaN(date.getTime())) throw new GraphQLError('DateTime must be an ISO 8601 string');
     return date;
+  },
+});
+
+builder.scalarType('BigCount', {
+  description: 'A whole number that may pass GraphQL Int\'s 2^31 (a shop\'s points in all), as a JSON number, exact up to 2^53.',
+  serialize: (value) => value,
+  parseValue: (value) => {
+    if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw new GraphQLError('BigCount must be a whole number up to 2^53');
+    return value;
   },
 });
 

@@ -17,6 +17,7 @@ import './expiry.js';
 import './tier.js';
 import './customer-access-token.js';
 import './storefront.js';
+import './insights.js';
 
 /** /graphql: the shop's key, the whole API. */
 export const schema = builder.toSchema({ subGraph: 'admin' });

@@ -1,0 +1,108 @@
+import { sql } from 'kysely';
+import { z } from 'zod';
+import type { Queryable } from '../db/transaction.js';
+import { parseInput } from './validation.js';
+
+/**
+ * Program insights (issue 20): the ledger's movements over time, read from `insight_buckets`,
+ * which the statement writing each ledger entry keeps (migration 2026_11_25_013). A series never
+ * scans the ledger: it sums at most a few rows per 15-minute bucket.
+ */
+export const INSIGHT_INTERVALS = ['hour', 'day'] as const;
+export type InsightInterval = (typeof INSIGHT_INTERVALS)[number];
+
+/** Points of a series at most: a year of days, a month of hours. */
+export const MAX_INTERVALS: Record<InsightInterval, number> = { day: 366, hour: 744 };
+
+/** Points moved in one interval (the shop's local hour or day starting at `at`), and the balance owed after it. */
+export type PointsInsight = {
+  at: Date;
+  issued: { orders: number; rules: number; manual: number; referrals: number; total: number };
+  /** Taken by manual subtractions and lower sets (API, imports). */
+  removedManually: number;
+  redeemed: number;
+  expired: number;
+  clawedBack: number;
+  /** Points in customers' balances at the end of the interval: the program's liability. */
+  outstanding: number;
+};
+
+export type PointsInsights = { interval: InsightInterval; timezone: string; points: PointsInsight[] };
+
+const insightsQuerySchema = z
+  .object({ from: z.date(), to: z.date(), interval: z.enum(INSIGHT_INTERVALS) })
+  .refine((q) => q.to > q.from, { message: 'must be after from', path: ['to'] })
+  .refine((q) => (q.to.getTime() - q.from.getTime()) / (q.interval === 'day' ? 86_400_000 : 3_600_000) <= MAX_INTERVALS[q.interval], {
+    message: `spans too many intervals: at most ${MAX_INTERVALS.day} days or ${MAX_INTERVALS.hour} hours`,
+    path: ['to'],
+  });
+
+type Row = {
+  at: Date;
+  issued_orders: string;
+  issued_rules: string;
+  issued_manual: string;
+  issued_referrals: string;
+  removed_manual: string;
+  redeemed: string;
+  expired: string;
+  clawed_back: string;
+  outstanding: string;
+};
+
+/**
+ * The series of every local hour or day of the shop (its time zone) that starts in [from, to),
+ * the first one rounded down to its start; an interval without movements is there with zeros.
+ */
+export async function pointsInsights(db: Queryable, shopId: string, query: unknown): Promise<PointsInsights> {
+  const { from, to, interval } = parseInput(insightsQuerySchema, query);
+  const { timezone } = await db.selectFrom('shops').select('timezone').where('id', '=', shopId).executeTakeFirstOrThrow();
+  const step = sql.lit(`1 ${interval}`);
+  const unit = sql.lit(interval);
+  // Local days step in local time (a DST day has 23 or 25 hours); hours step in absolute time
+  // (a local hour is always 60 minutes, and a clock set back repeats one).
+  const starts =
+    interval === 'day'
+      ? sql`select s at time zone ${timezone} as at from generate_series(date_trunc(${unit}, ${from}::timestamptz at time zone ${timezone}), ${to}::timestamptz at time zone ${timezone}, ${step}::interval) s`
+      : sql`select s as at from generate_series(date_trunc(${unit}, ${from}::timestamptz at time zone ${timezone}) at time zone ${timezone}, ${to}::timestamptz, ${step}::interval) s`;
+  const net = sql`issued_orders + issued_rules + issued_manual + issued_referrals - removed_manual - redeemed - expired - clawed_back`;
+  const { rows } = await sql<Row>`
+    with series as (select at from (${starts}) s where at < ${to}),
+    first as (select min(at) as at from series),
+    moved as (
+      select date_trunc(${unit}, bucket at time zone ${timezone}) at time zone ${timezone} as at,
+        sum(issued_orders) as issued_orders, sum(issued_rules) as issued_rules, sum(issued_manual) as issued_manual,
+        sum(issued_referrals) as issued_referrals, sum(removed_manual) as removed_manual, sum(redeemed) as redeemed,
+        sum(expired) as expired, sum(clawed_back) as clawed_back, sum(${net}) as net
+      from insight_buckets
+      where shop_id = ${shopId} and bucket >= (select at from first) and bucket < ${to}
+      group by 1
+    ),
+    before as (select coalesce(sum(${net}), 0) as net from insight_buckets where shop_id = ${shopId} and bucket < (select at from first))
+    select s.at,
+      coalesce(m.issued_orders, 0) as issued_orders, coalesce(m.issued_rules, 0) as issued_rules,
+      coalesce(m.issued_manual, 0) as issued_manual, coalesce(m.issued_referrals, 0) as issued_referrals,
+      coalesce(m.removed_manual, 0) as removed_manual, coalesce(m.redeemed, 0) as redeemed,
+      coalesce(m.expired, 0) as expired, coalesce(m.clawed_back, 0) as clawed_back,
+      (select net from before) + sum(coalesce(m.net, 0)) over (order by s.at) as outstanding
+    from series s left join moved m on m.at = s.at
+    order by s.at`.execute(db);
+  // Sums of bigints come back as strings; points stay far below 2^53.
+  const n = Number;
+  return {
+    interval,
+    timezone,
+    points: rows.map((r) => {
+      const issued = { orders: n(r.issued_orders), rules: n(r.issued_rules), manual: n(r.issued_manual), referrals: n(r.issued_referrals) };
+      return {
+        at: r.at,
+        issued: { ...issued, total: issued.orders + issued.rules + issued.manual + issued.referrals },
+        removedManually: n(r.removed_manual),
+        redeemed: n(r.redeemed),
+        expired: n(r.expired),
+        clawedBack: n(r.clawed_back),
+        outstanding: n(r.outstanding),
+      };
+    }),
+  };
+}

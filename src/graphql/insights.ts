@@ -1,0 +1,52 @@
+import { INSIGHT_INTERVALS, type PointsInsight as PointsInsightShape, type PointsInsights as PointsInsightsShape, pointsInsights } from '../domain/insights.js';
+import { builder } from './builder.js';
+import { Shop } from './shop.js';
+
+const InsightInterval = builder.enumType('InsightInterval', { values: INSIGHT_INTERVALS });
+
+const PointsIssued = builder.objectRef<PointsInsightShape['issued']>('PointsIssued').implement({
+  description: 'Points given in an interval, by where they came from.',
+  fields: (t) => ({
+    orders: t.expose('orders', { type: 'BigCount', description: 'Earned by orders (place_order rules), when they became available.' }),
+    rules: t.expose('rules', { type: 'BigCount', description: 'Earned by the other rules: sign-up, birthday, custom actions.' }),
+    manual: t.expose('manual', { type: 'BigCount', description: 'Added over the API (points/add, a higher set) and by imports.' }),
+    referrals: t.expose('referrals', { type: 'BigCount', description: 'Referral rewards, to referrers and referees.' }),
+    total: t.expose('total', { type: 'BigCount' }),
+  }),
+});
+
+const PointsInsight = builder.objectRef<PointsInsightShape>('PointsInsight').implement({
+  description: 'The ledger over one local hour or day of the shop, starting at `at`.',
+  fields: (t) => ({
+    at: t.expose('at', { type: 'DateTime', description: 'The interval\'s start, the shop\'s local midnight (or hour) as an instant.' }),
+    issued: t.field({ type: PointsIssued, resolve: (p) => p.issued }),
+    removedManually: t.expose('removedManually', { type: 'BigCount', description: 'Taken by points/substract, lower sets and imports.' }),
+    redeemed: t.expose('redeemed', { type: 'BigCount', description: 'Spent on discount codes.' }),
+    expired: t.expose('expired', { type: 'BigCount' }),
+    clawedBack: t.expose('clawedBack', { type: 'BigCount', description: 'Taken back by refunds and cancellations.' }),
+    outstanding: t.expose('outstanding', { type: 'BigCount', description: 'Points in customers\' balances at the interval\'s end: the program\'s liability.' }),
+  }),
+});
+
+const ShopInsights = builder.objectRef<PointsInsightsShape>('ShopInsights').implement({
+  fields: (t) => ({
+    interval: t.field({ type: InsightInterval, resolve: (i) => i.interval }),
+    timezone: t.exposeString('timezone', { description: 'The shop\'s time zone, whose hours and days the intervals are.' }),
+    points: t.field({ type: [PointsInsight], resolve: (i) => i.points }),
+  }),
+});
+
+builder.objectFields(Shop, (t) => ({
+  insights: t.field({
+    type: ShopInsights,
+    description:
+      'The program over time: every local hour or day (the shop\'s time zone) starting in [from, to), the first rounded down to its start; ' +
+      'at most 366 days or 744 hours. Read from rollups the ledger writes keep, never by scanning the ledger.',
+    args: {
+      from: t.arg({ type: 'DateTime', required: true }),
+      to: t.arg({ type: 'DateTime', required: true }),
+      interval: t.arg({ type: InsightInterval, required: false, defaultValue: 'day' }),
+    },
+    resolve: (shop, args, ctx) => pointsInsights(ctx.db, shop.id, { from: args.from, to: args.to, interval: args.interval ?? 'day' }),
+  }),
+}));

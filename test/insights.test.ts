@@ -1,0 +1,185 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Insertable } from 'kysely';
+import type { ActivitiesTable } from '../src/db/schema.js';
+import { newId } from '../src/domain/ids.js';
+import { movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
+
+const TZ = 'Asia/Kolkata'; // +05:30: local days start at 18:30 UTC, on a 15-minute bucket's edge
+const DAY = 86_400_000;
+const clock = movableClock();
+let t: TestApp;
+let shop: { shopId: string; apiKey: string };
+let rewardId: string;
+
+const INSIGHTS = `query($from: DateTime!, $to: DateTime!, $interval: InsightInterval) { shop { insights(from: $from, to: $to, interval: $interval) {
+  interval timezone points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding } } } }`;
+
+/** A small seeded generator: the same sequence every run. */
+function random(seed: number) {
+  let s = seed;
+  return (n: number) => {
+    s = (s * 1_103_515_245 + 12_345) % 2 ** 31;
+    return s % n;
+  };
+}
+
+const localKey = (at: Date, interval: 'day' | 'hour') =>
+  new Intl.DateTimeFormat('en-CA', { timeZone: TZ, year: 'numeric', month: '2-digit', day: '2-digit', ...(interval === 'hour' ? { hour: '2-digit', hourCycle: 'h23' } : {}) }).format(at);
+
+/** The reference: the same figures from the ledger itself, classified and bucketed here, in JavaScript. */
+async function fromLedger(interval: 'day' | 'hour') {
+  const rows = await t.app.database.db.selectFrom('activities').select(['type', 'setting_type', 'old_points', 'new_points', 'created_at']).where('shop_id', '=', shop.shopId).orderBy('seq').execute();
+  const byKey = new Map<string, { orders: number; rules: number; manual: number; referrals: number; removed: number; redeemed: number; expired: number; clawedBack: number }>();
+  for (const r of rows) {
+    const d = r.new_points - r.old_points;
+    const key = localKey(r.created_at, interval);
+    const b = byKey.get(key) ?? { orders: 0, rules: 0, manual: 0, referrals: 0, removed: 0, redeemed: 0, expired: 0, clawedBack: 0 };
+    byKey.set(key, b);
+    if (r.type === 'earn_points') r.setting_type === 'order' ? (b.orders += d) : (b.rules += d);
+    else if (r.type === 'referral_reward') b.referrals += d;
+    else if (r.type === 'redeem_points') b.redeemed -= d;
+    else if (r.type === 'expire_points') b.expired -= d;
+    else if (r.type === 'clawback_points') b.clawedBack -= d;
+    else if (d > 0) b.manual += d;
+    else b.removed -= d;
+  }
+  return { rows, byKey };
+}
+
+async function check(from: Date, to: Date, interval: 'day' | 'hour') {
+  const res = await t.graphql(shop.apiKey, INSIGHTS, { from: from.toISOString(), to: to.toISOString(), interval });
+  expect(res.errors).toBeUndefined();
+  const { points, timezone } = res.data.shop.insights;
+  expect(timezone).toBe(TZ);
+  const { rows, byKey } = await fromLedger(interval);
+  for (const [i, p] of points.entries()) {
+    const at = new Date(p.at);
+    const next = points[i + 1] ? new Date(points[i + 1].at) : null;
+    const b = byKey.get(localKey(at, interval)) ?? { orders: 0, rules: 0, manual: 0, referrals: 0, removed: 0, redeemed: 0, expired: 0, clawedBack: 0 };
+    expect(p.issued, p.at).toEqual({ orders: b.orders, rules: b.rules, manual: b.manual, referrals: b.referrals, total: b.orders + b.rules + b.manual + b.referrals });
+    expect([p.removedManually, p.redeemed, p.expired, p.clawedBack], p.at).toEqual([b.removed, b.redeemed, b.expired, b.clawedBack]);
+    // Outstanding: every delta before the interval's end.
+    const end = next ?? to;
+    const owed = rows.filter((r) => r.created_at < end && (next || localKey(r.created_at, interval) <= localKey(at, interval))).reduce((s, r) => s + r.new_points - r.old_points, 0);
+    expect(p.outstanding, `outstanding ${p.at}`).toBe(owed);
+    // Each interval starts at a local midnight (or hour).
+    expect(localKey(new Date(at.getTime() - 1), interval)).not.toBe(localKey(at, interval));
+  }
+  return points;
+}
+
+beforeAll(async () => {
+  t = await startTestApp({}, { clock: clock.now });
+  shop = await t.shop('Insights shop');
+  const setup = await t.graphql(
+    shop.apiKey,
+    `mutation {
+      s: shopSettingsUpdate(input: { timezone: "${TZ}", referrerPoints: 50, refereePoints: 20, expiry: { mode: per_earn, days: 30 } }) { userErrors { code message } }
+      o: earningRuleCreate(input: { type: place_order, name: "1 per $1", earnPoint: 1, spent: "1.00" }) { userErrors { code message } }
+      c: earningRuleCreate(input: { type: custom, name: "Review", earnPoint: 15, action: "review", actionLimit: unlimited }) { userErrors { code message } }
+      r: pointsRedemptionCreate(input: { name: "$1 off", type: amount, rewardValue: 40, discountValue: 1 }) { pointsRedemption { _id } userErrors { code message } }
+    }`,
+  );
+  expect(JSON.stringify(setup.data)).not.toContain('"code"');
+  rewardId = setup.data.r.pointsRedemption._id;
+  for (let i = 0; i < 6; i++) await t.customer(shop.shopId, `k-${i}`);
+});
+afterAll(() => t?.stop());
+
+describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
+  it('after a random sequence of orders, refunds, redemptions, referrals, rules, manual changes and expiries, every figure equals the ledger\'s', async () => {
+    const next = random(20_261_125);
+    const put = (id: string, body: Record<string, unknown>) =>
+      fetch(`${t.url}/rest-api/v1/orders/${id}`, { method: 'PUT', headers: { 'content-type': 'application/json', authorization: `Bearer ${shop.apiKey}` }, body: JSON.stringify(body) });
+    // History first: a customer's ledger over the last 20 days at any hour (as an import of old
+    // entries would write it), so the series has many days, and their prefix sums to check.
+    await t.customer(shop.shopId, 'hist');
+    const hist = await t.app.database.db.selectFrom('customers').select(['id', 'points']).where('shop_id', '=', shop.shopId).where('shopify_customer_id', '=', 'hist').executeTakeFirstOrThrow();
+    let balance = hist.points;
+    const entries: Array<Insertable<ActivitiesTable>> = [];
+    for (let i = 40; i > 0; i--) {
+      const delta = next(3) === 0 ? -Math.min(balance, 1 + next(30)) : 1 + next(60);
+      const type = delta < 0 ? 'subtract_points' : (['add_points', 'earn_points', 'referral_reward'] as const)[next(3)] ?? 'add_points';
+      entries.push({ id: newId(), shop_id: shop.shopId, customer_id: hist.id, type, setting_type: type === 'earn_points' ? 'rule' : 'api', old_points: balance, new_points: balance + delta, created_at: new Date(Date.now() - i * 12 * 3_600_000 - next(3_600_000)) });
+      balance += delta;
+    }
+    await t.app.database.db.transaction().execute(async (trx) => {
+      await trx.insertInto('activities').values(entries).execute();
+      await trx.updateTable('customers').set({ points: balance }).where('id', '=', hist.id).execute();
+    });
+    const orders: Array<{ id: string; customer: string; total: number }> = [];
+    let referees = 0;
+    for (let step = 0; step < 120; step++) {
+      const customer = `k-${next(6)}`;
+      const amount = 1 + next(90);
+      switch (next(9)) {
+        case 0:
+          await t.post('/rest-api/v1/points/add', { customerIdentifier: customer, amount }, shop.apiKey);
+          break;
+        case 1:
+          await t.post('/rest-api/v1/points/substract', { customerIdentifier: customer, amount }, shop.apiKey);
+          break;
+        case 2:
+          await t.post('/rest-api/v1/points/update', { customerIdentifier: customer, amount: amount * 2 }, shop.apiKey);
+          break;
+        case 3: {
+          const order = { id: `o-${step}`, customer, total: 10 + next(200) };
+          orders.push(order);
+          await put(order.id, { customerIdentifier: customer, currency: 'USD', subtotal: `${order.total}.00`, total: `${order.total}.00`, status: 'paid', lineItems: [{ productId: 'p', quantity: 1, price: `${order.total}.00` }] });
+          break;
+        }
+        case 4: {
+          const order = orders[next(Math.max(orders.length, 1))];
+          if (!order) break;
+          const full = next(3) === 0;
+          await put(order.id, {
+            customerIdentifier: order.customer, currency: 'USD', subtotal: `${order.total}.00`, total: `${order.total}.00`,
+            refunded: full ? `${order.total}.00` : `${Math.floor(order.total / 2)}.00`, status: full ? 'refunded' : 'partially_refunded',
+            lineItems: [{ productId: 'p', quantity: 1, price: `${order.total}.00` }],
+          });
+          break;
+        }
+        case 5:
+          await t.post('/rest-api/v1/pointsRedemptions', { customerIdentifier: customer, rewardId, pointsAmount: 40 }, shop.apiKey);
+          break;
+        case 6: {
+          const code = (await t.graphql(shop.apiKey, `mutation { referralCodeCreate(input: { customerIdentifier: "${customer}" }) { referralCode } }`)).data.referralCodeCreate.referralCode;
+          await t.graphql(shop.apiKey, `mutation { referralRegister(input: { referralCode: "${code}", customer: { shopifyCustomerId: "ref-${referees}", email: "ref-${referees}@example.com" } }) { userErrors { code } } }`);
+          referees++;
+          break;
+        }
+        case 7:
+          await t.post('/rest-api/v1/actions', { customerIdentifier: customer, action: 'review', reference: `r-${step}` }, shop.apiKey);
+          break;
+        default:
+          await t.post('/rest-api/v1/points/add', { customerIdentifier: customer, amount: 0 }, shop.apiKey); // refused: nothing moves
+      }
+    }
+    // A month later the points still held expire (their ledger entries dated by the moved clock).
+    clock.moveTo(new Date(Date.now() + 31 * DAY));
+    for (let i = 0; i < 5; i++) await t.app.scheduler.runDue();
+    for (let i = 0; i < 6; i++) await t.post('/rest-api/v1/points/add', { customerIdentifier: `k-${i}`, amount: 10 + i }, shop.apiKey);
+
+    const types = await t.app.database.db.selectFrom('activities').select('type').distinct().where('shop_id', '=', shop.shopId).execute();
+    expect(types.map((r) => r.type).sort()).toEqual(['add_points', 'clawback_points', 'earn_points', 'expire_points', 'redeem_points', 'referral_reward', 'subtract_points', 'update_points']);
+
+    const from = new Date(Date.now() - 22 * DAY);
+    const to = new Date(Date.now() + 33 * DAY);
+    const days = await check(from, to, 'day');
+    expect(days.length).toBeGreaterThanOrEqual(55);
+    expect(days.filter((p: { issued: { total: number } }) => p.issued.total > 0).length).toBeGreaterThan(10);
+    expect(days.some((p: { expired: number }) => p.expired > 0)).toBe(true);
+    // The last figure is every balance together.
+    const { total } = (await t.app.database.db.selectFrom('customers').select((eb) => eb.fn.sum<string>('points').as('total')).where('shop_id', '=', shop.shopId).executeTakeFirstOrThrow());
+    expect(days.at(-1).outstanding).toBe(Number(total));
+    await check(new Date(Date.now() - 10 * DAY), new Date(Date.now() + 3_600_000), 'hour');
+  });
+
+  it('refuses a range backwards or too wide, as a validation error', async () => {
+    const now = Date.now();
+    for (const [from, to, interval] of [[now, now - DAY, 'day'], [now, now + 400 * DAY, 'day'], [now, now + 800 * 3_600_000, 'hour']] as const) {
+      const res = await t.graphql(shop.apiKey, INSIGHTS, { from: new Date(from).toISOString(), to: new Date(to).toISOString(), interval });
+      expect(res.errors[0].extensions.code, `${interval} ${to - from}`).toBe('validation_error');
+    }
+  });
+});
