@@ -24,6 +24,8 @@ export async function up(db: Kysely<any>): Promise<void> {
       redeemed bigint not null default 0,
       expired bigint not null default 0,
       clawed_back bigint not null default 0,
+      -- Points held as pending (an order's, until the shop's pendingDays pass): held minus released or taken back.
+      pending bigint not null default 0,
       primary key (shop_id, bucket, stripe)
     )`.execute(db);
 
@@ -59,6 +61,80 @@ export async function up(db: Kysely<any>): Promise<void> {
     create trigger activities_insights after insert on activities
     referencing new table as new_rows for each statement execute function activities_insights()`.execute(db);
 
+  // Pending points: a row holds its points until released (released_at) or taken back by a refund
+  // (points lowered); each statement adds what it changed, at its own time.
+  await sql`
+    create function pending_points_insights() returns trigger language plpgsql as $$
+    begin
+      insert into insight_buckets as b (shop_id, bucket, stripe, pending)
+      select shop_id, date_bin('15 minutes', now(), timestamptz '2000-01-01 00:00:00+00'), pg_backend_pid() % 64, sum(held)
+      from (
+        select shop_id, case when released_at is null then points else 0 end as held from new_rows
+        union all
+        select shop_id, case when released_at is null then -points else 0 end from old_rows
+      ) c
+      group by 1
+      having sum(held) <> 0
+      order by 1
+      on conflict (shop_id, bucket, stripe) do update set pending = b.pending + excluded.pending;
+      return null;
+    end $$`.execute(db);
+  await sql`
+    create function pending_points_inserted_insights() returns trigger language plpgsql as $$
+    begin
+      insert into insight_buckets as b (shop_id, bucket, stripe, pending)
+      select shop_id, date_bin('15 minutes', now(), timestamptz '2000-01-01 00:00:00+00'), pg_backend_pid() % 64, sum(points)
+      from new_rows where released_at is null
+      group by 1
+      order by 1
+      on conflict (shop_id, bucket, stripe) do update set pending = b.pending + excluded.pending;
+      return null;
+    end $$`.execute(db);
+  await sql`
+    create trigger pending_points_insights_insert after insert on pending_points
+    referencing new table as new_rows for each statement execute function pending_points_inserted_insights()`.execute(db);
+  await sql`
+    create trigger pending_points_insights_update after update on pending_points
+    referencing old table as old_rows new table as new_rows for each statement execute function pending_points_insights()`.execute(db);
+
+  // Redemptions by reward: how many codes, the points they cost and the discount they give (in the
+  // reward's own unit: money, percent or shipping), per shop, reward and bucket.
+  await sql`
+    create table insight_rewards (
+      shop_id text not null references shops (id),
+      reward_id text not null,
+      bucket timestamptz not null,
+      stripe smallint not null,
+      codes bigint not null default 0,
+      points bigint not null default 0,
+      discount numeric not null default 0,
+      primary key (shop_id, bucket, reward_id, stripe)
+    )`.execute(db);
+  await sql`
+    create function discount_codes_insights() returns trigger language plpgsql as $$
+    begin
+      insert into insight_rewards as r (shop_id, reward_id, bucket, stripe, codes, points, discount)
+      select shop_id, reward_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), pg_backend_pid() % 64,
+        count(*), sum(points_amount), sum(value)
+      from new_rows
+      group by 1, 2, 3
+      order by 1, 3, 2
+      on conflict (shop_id, bucket, reward_id, stripe) do update set
+        codes = r.codes + excluded.codes, points = r.points + excluded.points, discount = r.discount + excluded.discount;
+      return null;
+    end $$`.execute(db);
+  await sql`
+    create trigger discount_codes_insights after insert on discount_codes
+    referencing new table as new_rows for each statement execute function discount_codes_insights()`.execute(db);
+  await sql`
+    insert into insight_rewards (shop_id, reward_id, bucket, stripe, codes, points, discount)
+    select shop_id, reward_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), 0, count(*), sum(points_amount), sum(value)
+    from discount_codes group by 1, 2, 3`.execute(db);
+  await sql`
+    insert into insight_buckets (shop_id, bucket, stripe, pending)
+    select shop_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), 1, sum(points)
+    from pending_points where released_at is null group by 1, 2`.execute(db);
+
   // What the ledger already holds, so a shop's insights start complete.
   await sql`
     insert into insight_buckets (shop_id, bucket, stripe, issued_orders, issued_rules, issued_manual, issued_referrals,
@@ -79,5 +155,12 @@ export async function up(db: Kysely<any>): Promise<void> {
 export async function down(db: Kysely<any>): Promise<void> {
   await sql`drop trigger activities_insights on activities`.execute(db);
   await sql`drop function activities_insights()`.execute(db);
+  await sql`drop trigger pending_points_insights_insert on pending_points`.execute(db);
+  await sql`drop trigger pending_points_insights_update on pending_points`.execute(db);
+  await sql`drop function pending_points_insights()`.execute(db);
+  await sql`drop function pending_points_inserted_insights()`.execute(db);
+  await sql`drop trigger discount_codes_insights on discount_codes`.execute(db);
+  await sql`drop function discount_codes_insights()`.execute(db);
+  await sql`drop table insight_rewards`.execute(db);
   await sql`drop table insight_buckets`.execute(db);
 }

@@ -12,7 +12,8 @@ let shop: { shopId: string; apiKey: string };
 let rewardId: string;
 
 const INSIGHTS = `query($from: DateTime!, $to: DateTime!, $interval: InsightInterval) { shop { insights(from: $from, to: $to, interval: $interval) {
-  interval timezone points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding } } } }`;
+  interval timezone points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending }
+  rewards { rewardId name type codes points discount } tiers { tierId name members } } } }`;
 
 /** A small seeded generator: the same sequence every run. */
 function random(seed: number) {
@@ -49,7 +50,26 @@ async function fromLedger(interval: 'day' | 'hour') {
 async function check(from: Date, to: Date, interval: 'day' | 'hour') {
   const res = await t.graphql(shop.apiKey, INSIGHTS, { from: from.toISOString(), to: to.toISOString(), interval });
   expect(res.errors).toBeUndefined();
-  const { points, timezone } = res.data.shop.insights;
+  const { points, timezone, rewards, tiers } = res.data.shop.insights;
+  const db = t.app.database.db;
+  // Pending now: what the customers hold as pending.
+  const held = await db.selectFrom('customers').select((eb) => eb.fn.sum<string>('pending_points').as('n')).where('shop_id', '=', shop.shopId).executeTakeFirstOrThrow();
+  expect(points.at(-1).pending).toBe(Number(held.n));
+  // Redemptions by reward, against the codes themselves.
+  const codes = await db
+    .selectFrom('discount_codes')
+    .select((eb) => ['reward_id', eb.fn.countAll<string>().as('codes'), eb.fn.sum<string>('points_amount').as('points'), eb.fn.sum<string>('value').as('discount')])
+    .where('shop_id', '=', shop.shopId)
+    .where('created_at', '>=', new Date(points[0].at))
+    .where('created_at', '<', to)
+    .groupBy('reward_id')
+    .execute();
+  expect(rewards.map((r: { rewardId: string; codes: number; points: number; discount: string }) => [r.rewardId, r.codes, r.points, Number(r.discount)])).toEqual(
+    codes.map((c) => [c.reward_id, Number(c.codes), Number(c.points), Number(c.discount)]),
+  );
+  // Members per tier, against tier_members.
+  const members = await db.selectFrom('tier_members').select((eb) => ['tier_id', eb.fn.countAll<string>().as('n')]).where('shop_id', '=', shop.shopId).where('tier_id', 'is not', null).groupBy('tier_id').execute();
+  expect(tiers.map((x: { tierId: string; members: number }) => [x.tierId, x.members]).filter(([, n]: [string, number]) => n > 0)).toEqual(members.map((m) => [m.tier_id, Number(m.n)]));
   expect(timezone).toBe(TZ);
   const { rows, byKey } = await fromLedger(interval);
   for (const [i, p] of points.entries()) {
@@ -65,7 +85,7 @@ async function check(from: Date, to: Date, interval: 'day' | 'hour') {
     // Each interval starts at a local midnight (or hour).
     expect(localKey(new Date(at.getTime() - 1), interval)).not.toBe(localKey(at, interval));
   }
-  return points;
+  return Object.assign(points, { rewards, tiers });
 }
 
 beforeAll(async () => {
@@ -75,6 +95,7 @@ beforeAll(async () => {
     shop.apiKey,
     `mutation {
       s: shopSettingsUpdate(input: { timezone: "${TZ}", referrerPoints: 50, refereePoints: 20, expiry: { mode: per_earn, days: 30 } }) { userErrors { code message } }
+      t: tierCreate(input: { name: "Silver", threshold: "150", multiplier: "1" }) { userErrors { code message } }
       o: earningRuleCreate(input: { type: place_order, name: "1 per $1", earnPoint: 1, spent: "1.00" }) { userErrors { code message } }
       c: earningRuleCreate(input: { type: custom, name: "Review", earnPoint: 15, action: "review", actionLimit: unlimited }) { userErrors { code message } }
       r: pointsRedemptionCreate(input: { name: "$1 off", type: amount, rewardValue: 40, discountValue: 1 }) { pointsRedemption { _id } userErrors { code message } }
@@ -110,6 +131,8 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     const orders: Array<{ id: string; customer: string; total: number }> = [];
     let referees = 0;
     for (let step = 0; step < 120; step++) {
+      // Half way, orders start to earn pending points (refunds of the earlier ones claw back).
+      if (step === 60) await t.graphql(shop.apiKey, 'mutation { shopSettingsUpdate(input: { pendingDays: 3 }) { userErrors { code } } }');
       const customer = `k-${next(6)}`;
       const amount = 1 + next(90);
       switch (next(9)) {
@@ -155,7 +178,10 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
           await t.post('/rest-api/v1/points/add', { customerIdentifier: customer, amount: 0 }, shop.apiKey); // refused: nothing moves
       }
     }
-    // A month later the points still held expire (their ledger entries dated by the moved clock).
+    // While orders' points are still pending, the last figure says so.
+    const held = await check(new Date(Date.now() - DAY), new Date(Date.now() + DAY), 'day');
+    expect(held.at(-1).pending).toBeGreaterThan(0);
+    // A month later the pending points are released and the points still held expire.
     clock.moveTo(new Date(Date.now() + 31 * DAY));
     for (let i = 0; i < 5; i++) await t.app.scheduler.runDue();
     for (let i = 0; i < 6; i++) await t.post('/rest-api/v1/points/add', { customerIdentifier: `k-${i}`, amount: 10 + i }, shop.apiKey);
@@ -169,6 +195,10 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     expect(days.length).toBeGreaterThanOrEqual(55);
     expect(days.filter((p: { issued: { total: number } }) => p.issued.total > 0).length).toBeGreaterThan(10);
     expect(days.some((p: { expired: number }) => p.expired > 0)).toBe(true);
+    expect(days.at(-1).pending).toBe(0);
+    expect(days.rewards[0].codes).toBeGreaterThan(0);
+    expect(days.tiers.map((x: { name: string; members: number }) => x.name)).toEqual(['Silver']);
+    expect(days.tiers[0].members).toBeGreaterThan(0);
     // The last figure is every balance together.
     const { total } = (await t.app.database.db.selectFrom('customers').select((eb) => eb.fn.sum<string>('points').as('total')).where('shop_id', '=', shop.shopId).executeTakeFirstOrThrow());
     expect(days.at(-1).outstanding).toBe(Number(total));

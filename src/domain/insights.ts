@@ -25,9 +25,16 @@ export type PointsInsight = {
   clawedBack: number;
   /** Points in customers' balances at the end of the interval: the program's liability. */
   outstanding: number;
+  /** Points held as pending at the end of the interval (orders' points waiting for pendingDays). */
+  pending: number;
 };
 
-export type PointsInsights = { interval: InsightInterval; timezone: string; points: PointsInsight[] };
+/** Redemptions of one reward in the range: `discount` is a decimal string in the reward's unit (money, percent, shipping). */
+export type RewardInsight = { rewardId: string; name: string | null; type: string | null; codes: number; points: number; discount: string };
+
+export type TierCount = { tierId: string; name: string; members: number };
+
+export type PointsInsights = { interval: InsightInterval; timezone: string; points: PointsInsight[]; rewards: RewardInsight[]; tiers: TierCount[] };
 
 const insightsQuerySchema = z
   .object({ from: z.date(), to: z.date(), interval: z.enum(INSIGHT_INTERVALS) })
@@ -48,6 +55,7 @@ type Row = {
   expired: string;
   clawed_back: string;
   outstanding: string;
+  pending: string;
 };
 
 /**
@@ -73,20 +81,26 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
       select date_trunc(${unit}, bucket at time zone ${timezone}) at time zone ${timezone} as at,
         sum(issued_orders) as issued_orders, sum(issued_rules) as issued_rules, sum(issued_manual) as issued_manual,
         sum(issued_referrals) as issued_referrals, sum(removed_manual) as removed_manual, sum(redeemed) as redeemed,
-        sum(expired) as expired, sum(clawed_back) as clawed_back, sum(${net}) as net
+        sum(expired) as expired, sum(clawed_back) as clawed_back, sum(${net}) as net, sum(pending) as pending
       from insight_buckets
       where shop_id = ${shopId} and bucket >= (select at from first) and bucket < ${to}
       group by 1
     ),
-    before as (select coalesce(sum(${net}), 0) as net from insight_buckets where shop_id = ${shopId} and bucket < (select at from first))
+    before as (
+      select coalesce(sum(${net}), 0) as net, coalesce(sum(pending), 0) as pending
+      from insight_buckets where shop_id = ${shopId} and bucket < (select at from first)
+    )
     select s.at,
       coalesce(m.issued_orders, 0) as issued_orders, coalesce(m.issued_rules, 0) as issued_rules,
       coalesce(m.issued_manual, 0) as issued_manual, coalesce(m.issued_referrals, 0) as issued_referrals,
       coalesce(m.removed_manual, 0) as removed_manual, coalesce(m.redeemed, 0) as redeemed,
       coalesce(m.expired, 0) as expired, coalesce(m.clawed_back, 0) as clawed_back,
-      (select net from before) + sum(coalesce(m.net, 0)) over (order by s.at) as outstanding
+      (select net from before) + sum(coalesce(m.net, 0)) over (order by s.at) as outstanding,
+      (select pending from before) + sum(coalesce(m.pending, 0)) over (order by s.at) as pending
     from series s left join moved m on m.at = s.at
     order by s.at`.execute(db);
+  const first = rows[0]?.at ?? from;
+  const [rewards, tiers] = await Promise.all([rewardInsights(db, shopId, first, to), tierCounts(db, shopId)]);
   // Sums of bigints come back as strings; points stay far below 2^53.
   const n = Number;
   return {
@@ -102,7 +116,30 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
         expired: n(r.expired),
         clawedBack: n(r.clawed_back),
         outstanding: n(r.outstanding),
+        pending: n(r.pending),
       };
     }),
+    rewards,
+    tiers,
   };
+}
+
+/** Redemptions in [from, to) by reward, most redeemed first; a deleted reward keeps its figures, without a name. */
+async function rewardInsights(db: Queryable, shopId: string, from: Date, to: Date): Promise<RewardInsight[]> {
+  const { rows } = await sql<{ reward_id: string; name: string | null; type: string | null; codes: string; points: string; discount: string }>`
+    select i.reward_id, r.name, r.type, sum(i.codes) as codes, sum(i.points) as points, sum(i.discount)::text as discount
+    from insight_rewards i left join points_redemptions r on r.id = i.reward_id
+    where i.shop_id = ${shopId} and i.bucket >= ${from} and i.bucket < ${to}
+    group by i.reward_id, r.name, r.type
+    order by sum(i.codes) desc, i.reward_id`.execute(db);
+  return rows.map((r) => ({ rewardId: r.reward_id, name: r.name, type: r.type, codes: Number(r.codes), points: Number(r.points), discount: r.discount }));
+}
+
+/** Members per tier now, lowest tier first (read live: a count per tier on tier_members' tier index). */
+async function tierCounts(db: Queryable, shopId: string): Promise<TierCount[]> {
+  const { rows } = await sql<{ id: string; name: string; members: string }>`
+    select t.id, t.name, (select count(*) from tier_members m where m.tier_id = t.id) as members
+    from tiers t where t.shop_id = ${shopId}
+    order by t.threshold`.execute(db);
+  return rows.map((r) => ({ tierId: r.id, name: r.name, members: Number(r.members) }));
 }

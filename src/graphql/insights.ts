@@ -1,4 +1,11 @@
-import { INSIGHT_INTERVALS, type PointsInsight as PointsInsightShape, type PointsInsights as PointsInsightsShape, pointsInsights } from '../domain/insights.js';
+import {
+  INSIGHT_INTERVALS,
+  type PointsInsight as PointsInsightShape,
+  type PointsInsights as PointsInsightsShape,
+  pointsInsights,
+  type RewardInsight as RewardInsightShape,
+  type TierCount as TierCountShape,
+} from '../domain/insights.js';
 import { builder } from './builder.js';
 import { Shop } from './shop.js';
 
@@ -25,6 +32,27 @@ const PointsInsight = builder.objectRef<PointsInsightShape>('PointsInsight').imp
     expired: t.expose('expired', { type: 'BigCount' }),
     clawedBack: t.expose('clawedBack', { type: 'BigCount', description: 'Taken back by refunds and cancellations.' }),
     outstanding: t.expose('outstanding', { type: 'BigCount', description: 'Points in customers\' balances at the interval\'s end: the program\'s liability.' }),
+    pending: t.expose('pending', { type: 'BigCount', description: 'Points held as pending at the interval\'s end (orders\' points waiting for pendingDays).' }),
+  }),
+});
+
+const RewardInsight = builder.objectRef<RewardInsightShape>('RewardInsight').implement({
+  description: 'Redemptions of one reward in the range.',
+  fields: (t) => ({
+    rewardId: t.exposeID('rewardId'),
+    name: t.exposeString('name', { nullable: true, description: 'Null when the reward was deleted since.' }),
+    type: t.exposeString('type', { nullable: true }),
+    codes: t.expose('codes', { type: 'BigCount', description: 'Discount codes issued.' }),
+    points: t.expose('points', { type: 'BigCount', description: 'Points spent on them.' }),
+    discount: t.exposeString('discount', { description: 'Their discounts added up, a decimal in the reward\'s unit (money in the shop\'s currency, percent, or shipping).' }),
+  }),
+});
+
+const TierCount = builder.objectRef<TierCountShape>('TierCount').implement({
+  fields: (t) => ({
+    tierId: t.exposeID('tierId'),
+    name: t.exposeString('name'),
+    members: t.expose('members', { type: 'BigCount', description: 'Customers holding the tier now.' }),
   }),
 });
 
@@ -33,6 +61,8 @@ const ShopInsights = builder.objectRef<PointsInsightsShape>('ShopInsights').impl
     interval: t.field({ type: InsightInterval, resolve: (i) => i.interval }),
     timezone: t.exposeString('timezone', { description: 'The shop\'s time zone, whose hours and days the intervals are.' }),
     points: t.field({ type: [PointsInsight], resolve: (i) => i.points }),
+    rewards: t.field({ type: [RewardInsight], description: 'Redemptions by reward over the series\' range, most redeemed first.', resolve: (i) => i.rewards }),
+    tiers: t.field({ type: [TierCount], description: 'Members per VIP tier now, lowest first.', resolve: (i) => i.tiers }),
   }),
 });
 
