@@ -9,6 +9,7 @@ import { describeMachine } from './lib/machine.js';
 import { benchDatabaseUrl } from './lib/postgres.js';
 import { type BenchOptions, SCALE_PARTS, type Scenario } from './lib/scenario.js';
 import { expiry } from './scenarios/expiry.js';
+import { insights } from './scenarios/insights.js';
 import { isolation } from './scenarios/isolation.js';
 import { memory } from './scenarios/memory.js';
 import { orders } from './scenarios/orders.js';
@@ -21,7 +22,7 @@ import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront, insights];
 // Run only when named: it builds databases of millions of rows and takes many minutes.
 const ON_REQUEST = new Set(['scale']);
 

@@ -159,12 +159,13 @@ export async function warmUp(load: Omit<HttpLoad, 'amount'>, warmupSec: number):
 export async function inTurns<F extends string>(
   loads: Record<F, Omit<HttpLoad, 'amount'>>,
   rates: Record<F, number>,
-  options: { rounds: number; roundSec: number },
+  options: { rounds: number; roundSec: number; beforeTurn?: (face: F) => Promise<void> },
 ): Promise<Record<F, Measurement[]>> {
   const faces = Object.keys(loads) as F[];
   const turns = Object.fromEntries(faces.map((face) => [face, [] as Measurement[]])) as Record<F, Measurement[]>;
   for (let round = 0; round < options.rounds; round++) {
     for (const face of faces.map((_, i) => faces[(i + round) % faces.length]!)) {
+      await options.beforeTurn?.(face);
       const m = await runHttpLoad({ ...loads[face], amount: amountFor(loads[face], rates[face], options.roundSec) });
       rates[face] = m.rate;
       turns[face].push(m);

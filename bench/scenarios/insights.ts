@@ -1,0 +1,188 @@
+// Insights: the 90-day daily insights query of a shop with 5,000,000 ledger entries (written by
+// SQL over the last 120 days, their rollups spread over 20 stripes a bucket, as 20 connections
+// writing all day leave them), answered over HTTP one at a time: p50 and p99. Then POST
+// /points/add with the rollup trigger on and off, in turns, at 32 connections: the write rate the
+// rollups leave.
+import { openDatabase } from '../../src/db/database.js';
+import { upsertCustomer } from '../../src/domain/customers.js';
+import { createShop } from '../../src/domain/shops.js';
+import { combine, inTurns, type Measurement, summarize, warmUp } from '../lib/load.js';
+import { connect, createIsolatedSchema } from '../lib/postgres.js';
+import type { BenchOptions, Scenario } from '../lib/scenario.js';
+import { startServer } from '../lib/server.js';
+import { fmt, formatChecks, formatTable, rateRatioRow } from '../lib/table.js';
+
+const TARGETS = { queryP99Ms: 100, writeRatio: 0.9 };
+const ENTRIES = 5_000_000;
+const CUSTOMERS = 100_000;
+const HISTORY_DAYS = 120;
+const STRIPES = 20;
+const QUERIES = 300;
+const ROUNDS = 6;
+const LOAD_CUSTOMERS = 1000;
+
+async function seed(url: string) {
+  const { db, close } = await openDatabase({ url, poolSize: 8 });
+  const client = await connect(url);
+  try {
+    const big = await createShop(db, 'Bench insights shop');
+    const load = await createShop(db, 'Bench load shop');
+    for (let i = 0; i < LOAD_CUSTOMERS; i += 8) {
+      await Promise.all(Array.from({ length: 8 }, (_, k) => upsertCustomer(db, load.shop.id, { shopifyCustomerId: String(i + k), email: `l${i + k}@bench.example` })));
+    }
+    await client.query(`update shops set timezone = 'America/New_York' where id = $1`, [big.shop.id]);
+    const started = performance.now();
+    // Each customer's entries are a chain from 0 (its k-th entry: two adds, an order's earn, a redemption of 2, a subtraction of 3, again).
+    await client.query(
+      `insert into customers (id, shop_id, shopify_customer_id, email, points)
+       select 'bi' || i, $1, i::text, 'i' || i || '@bench.example', 0 from generate_series(1, $2) i`,
+      [big.shop.id, CUSTOMERS],
+    );
+    await client.query(
+      `insert into activities (id, shop_id, customer_id, type, setting_type, old_points, new_points, created_at, updated_at)
+       select 'ba' || g, $1, 'bi' || (1 + g % $3), kind, setting, running - delta, running, at, at
+       from (
+         select g, kind, setting, delta, at, sum(delta) over (partition by g % $3 order by g) as running
+         from (
+           select g,
+             case when k % 5 = 4 then 'subtract_points' when k % 5 = 3 then 'redeem_points' when k % 5 = 2 then 'earn_points' else 'add_points' end as kind,
+             case when k % 5 = 2 then 'order' when k % 5 = 3 then 'redemption' else 'api' end as setting,
+             case when k % 5 = 4 then -3 when k % 5 = 3 then -2 else 1 + k % 10 end as delta,
+             now() - make_interval(secs => (($2 - g)::float8 / $2) * $4 * 86400) as at
+           from generate_series(0, $2 - 1) g, lateral (select g / $3 as k) n
+         ) e
+       ) c`,
+      [big.shop.id, ENTRIES, CUSTOMERS, HISTORY_DAYS],
+    );
+    await client.query(
+      `update customers c set points = l.new_points from (
+         select distinct on (customer_id) customer_id, new_points from activities where shop_id = $1 order by customer_id, seq desc
+       ) l where c.id = l.customer_id`,
+      [big.shop.id],
+    );
+    // One statement wrote them, so one stripe holds each bucket: spread each over STRIPES, the sums unchanged.
+    await client.query(
+      `with old as (delete from insight_buckets where shop_id = $1 returning *)
+       insert into insight_buckets (shop_id, bucket, stripe, issued_orders, issued_rules, issued_manual, issued_referrals, removed_manual, redeemed, expired, clawed_back, pending)
+       select shop_id, bucket, s,
+         issued_orders / $2 + case when s = 0 then issued_orders % $2 else 0 end,
+         0, issued_manual / $2 + case when s = 0 then issued_manual % $2 else 0 end, 0,
+         removed_manual / $2 + case when s = 0 then removed_manual % $2 else 0 end,
+         redeemed / $2 + case when s = 0 then redeemed % $2 else 0 end, 0, 0, 0
+       from old cross join generate_series(0, $2 - 1) s`,
+      [big.shop.id, STRIPES],
+    );
+    await client.query('analyze');
+    const rollups = Number((await client.query('select count(*) as n from insight_buckets where shop_id = $1', [big.shop.id])).rows[0].n);
+    return { big, load, seedSec: (performance.now() - started) / 1000, rollups };
+  } finally {
+    await client.end();
+    await close();
+  }
+}
+
+async function run(options: BenchOptions): Promise<boolean> {
+  const schema = await createIsolatedSchema(options.databaseUrl);
+  let server: Awaited<ReturnType<typeof startServer>> | undefined;
+  try {
+    // Started first: it migrates the schema the seed writes into.
+    server = await startServer({ databaseUrl: schema.url });
+    process.stdout.write(`  writing ${ENTRIES.toLocaleString('en')} ledger entries by SQL…\n`);
+    const { big, load, seedSec, rollups } = await seed(schema.url);
+    process.stdout.write(`  written in ${seedSec.toFixed(1)} s; ${rollups.toLocaleString('en')} rollup rows\n`);
+
+    // The query, one at a time: a shop owner opening the page, not a load test.
+    const query = `query($from: DateTime!, $to: DateTime!) { shop { insights(from: $from, to: $to, interval: day) {
+      points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending }
+      rewards { rewardId codes points discount } tiers { name members } } } }`;
+    const to = new Date();
+    const variables = { from: new Date(to.getTime() - 90 * 86_400_000).toISOString(), to: to.toISOString() };
+    const latencies: number[] = [];
+    let answer: { data?: { shop: { insights: { points: Array<{ outstanding: number }> } } } } = {};
+    for (let i = 0; i < QUERIES + 10; i++) {
+      const started = performance.now();
+      const res = await fetch(`${server.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${big.apiKey}` },
+        body: JSON.stringify({ query, variables }),
+      });
+      answer = (await res.json()) as typeof answer;
+      // The first ten warm the connection pool and plan cache.
+      if (i >= 10) latencies.push(performance.now() - started);
+    }
+    const queried = summarize(latencies);
+    const client = await connect(schema.url);
+    let owed: number;
+    try {
+      owed = Number((await client.query('select sum(points) as n from customers where shop_id = $1', [big.shop.id])).rows[0].n);
+    } finally {
+      await client.end();
+    }
+    const series = answer.data?.shop.insights.points ?? [];
+
+    // The write rate with the rollup trigger and without, in turns (the trigger toggled between turns).
+    const customer = () => String(Math.floor(Math.random() * LOAD_CUSTOMERS));
+    const add = {
+      url: `${server.url}/rest-api/v1/points/add`,
+      connections: options.connections,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${load.apiKey}` },
+      body: () => JSON.stringify({ customerIdentifier: customer(), amount: 1 }),
+    };
+    const toggle = await connect(schema.url);
+    let turns: Record<'with' | 'without', Measurement[]>;
+    try {
+      const rate = (await warmUp(add, options.warmupSec)).rate;
+      const roundSec = Math.max(1, Math.round(options.durationSec / ROUNDS));
+      turns = await inTurns({ with: add, without: add }, { with: rate, without: rate }, {
+        rounds: ROUNDS,
+        roundSec,
+        beforeTurn: (face) => toggle.query(`alter table activities ${face === 'with' ? 'enable' : 'disable'} trigger activities_insights`).then(() => undefined),
+      });
+    } finally {
+      await toggle.query('alter table activities enable trigger activities_insights');
+      await toggle.end();
+    }
+    const withRollups = combine(turns.with);
+    const without = combine(turns.without);
+
+    const checks = [
+      { name: 'the query answered 90 days', ok: series.length >= 90, detail: `${series.length} days` },
+      { name: 'the last outstanding figure is every balance together', ok: series.at(-1)?.outstanding === owed, detail: `${series.at(-1)?.outstanding} against ${owed}` },
+      { name: 'every write answered 2xx', ok: withRollups.failed + without.failed === 0, detail: `${withRollups.failed + without.failed} failed` },
+    ];
+    process.stdout.write(
+      [
+        '',
+        formatTable(
+          ['request', 'req/s', 'p50', 'p99', 'ok', 'failed'],
+          [
+            [`insights, 90 days, ${ENTRIES.toLocaleString('en')} entries (one at a time)`, '-', fmt.ms(queried.p50), fmt.ms(queried.p99), latencies.length, 0],
+            ['POST /points/add, rollups on', fmt.rate(withRollups.rate), fmt.ms(withRollups.p50), fmt.ms(withRollups.p99), withRollups.ok, withRollups.failed],
+            ['POST /points/add, rollups off', fmt.rate(without.rate), fmt.ms(without.p50), fmt.ms(without.p99), without.ok, without.failed],
+          ],
+        ),
+        '',
+        formatTable(
+          ['target', 'value', 'per round', 'target', 'result'],
+          [
+            ['insights query p99', fmt.ms(queried.p99), '', `< ${TARGETS.queryP99Ms} ms`, queried.p99 < TARGETS.queryP99Ms ? 'met' : 'MISSED'],
+            rateRatioRow(`write rate with rollups / without, ${options.connections} connections`, turns.with, turns.without, TARGETS.writeRatio),
+          ],
+        ),
+        '',
+        ...formatChecks(checks),
+        '',
+      ].join('\n'),
+    );
+    return checks.every((c) => c.ok);
+  } finally {
+    await server?.stop();
+    await schema.drop();
+  }
+}
+
+export const insights: Scenario = {
+  name: 'insights',
+  summary: 'the 90-day insights query on a shop with 5,000,000 ledger entries; points/add with the rollups on and off, in turns',
+  run,
+};
