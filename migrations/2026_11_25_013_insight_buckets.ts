@@ -28,6 +28,9 @@ export async function up(db: Kysely<any>): Promise<void> {
       pending bigint not null default 0,
       primary key (shop_id, bucket, stripe)
     )`.execute(db);
+  // Compaction (src/domain/insights.ts) folds a past bucket's stripes into one row, stripe -1:
+  // the rows still striped are few and recent, found by this index.
+  await sql`create index insight_buckets_striped_idx on insight_buckets (bucket, shop_id) where stripe >= 0`.execute(db);
 
   await sql`
     create function activities_insights() returns trigger language plpgsql as $$
@@ -110,6 +113,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       discount numeric not null default 0,
       primary key (shop_id, bucket, reward_id, stripe)
     )`.execute(db);
+  await sql`create index insight_rewards_striped_idx on insight_rewards (bucket, shop_id) where stripe >= 0`.execute(db);
   await sql`
     create function discount_codes_insights() returns trigger language plpgsql as $$
     begin
@@ -132,14 +136,14 @@ export async function up(db: Kysely<any>): Promise<void> {
     from discount_codes group by 1, 2, 3`.execute(db);
   await sql`
     insert into insight_buckets (shop_id, bucket, stripe, pending)
-    select shop_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), 1, sum(points)
+    select shop_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), 0, sum(points)
     from pending_points where released_at is null group by 1, 2`.execute(db);
 
   // What the ledger already holds, so a shop's insights start complete.
   await sql`
     insert into insight_buckets (shop_id, bucket, stripe, issued_orders, issued_rules, issued_manual, issued_referrals,
       removed_manual, redeemed, expired, clawed_back)
-    select shop_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), 0,
+    select shop_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), 1,
       coalesce(sum(d) filter (where type = 'earn_points' and setting_type = 'order'), 0),
       coalesce(sum(d) filter (where type = 'earn_points' and setting_type <> 'order'), 0),
       coalesce(sum(d) filter (where type in ('add_points', 'update_points', 'subtract_points') and d > 0), 0),

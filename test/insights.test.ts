@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Insertable } from 'kysely';
 import type { ActivitiesTable } from '../src/db/schema.js';
 import { newId } from '../src/domain/ids.js';
+import { compactInsights } from '../src/domain/insights.js';
 import { movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 
 const TZ = 'Asia/Kolkata'; // +05:30: local days start at 18:30 UTC, on a 15-minute bucket's edge
@@ -202,6 +203,14 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     // The last figure is every balance together.
     const { total } = (await t.app.database.db.selectFrom('customers').select((eb) => eb.fn.sum<string>('points').as('total')).where('shop_id', '=', shop.shopId).executeTakeFirstOrThrow());
     expect(days.at(-1).outstanding).toBe(Number(total));
+    await check(new Date(Date.now() - 10 * DAY), new Date(Date.now() + 3_600_000), 'hour');
+
+    // Folding every bucket's stripes into one row changes no figure.
+    const db = t.app.database.db;
+    expect(await compactInsights(db, new Date(Date.now() + 40 * DAY), { pauseMs: 0, batchSize: 7 })).toBeGreaterThan(0);
+    const striped = await db.selectFrom('insight_buckets').select('bucket').where('stripe', '>=', 0).execute();
+    expect(striped).toEqual([]);
+    expect(await check(from, to, 'day')).toEqual(days);
     await check(new Date(Date.now() - 10 * DAY), new Date(Date.now() + 3_600_000), 'hour');
   });
 

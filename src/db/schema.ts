@@ -398,6 +398,33 @@ export interface RuleAwardsTable {
   created_at: Defaulted<Date>;
 }
 
+/** Program insights' rollups (src/domain/insights.ts): points moved per shop, 15-minute bucket and stripe (-1: folded). */
+export interface InsightBucketsTable {
+  shop_id: string;
+  bucket: Date;
+  stripe: number;
+  issued_orders: ColumnType<string, number | undefined, number>;
+  issued_rules: ColumnType<string, number | undefined, number>;
+  issued_manual: ColumnType<string, number | undefined, number>;
+  issued_referrals: ColumnType<string, number | undefined, number>;
+  removed_manual: ColumnType<string, number | undefined, number>;
+  redeemed: ColumnType<string, number | undefined, number>;
+  expired: ColumnType<string, number | undefined, number>;
+  clawed_back: ColumnType<string, number | undefined, number>;
+  pending: ColumnType<string, number | undefined, number>;
+}
+
+/** Redemptions per shop, bucket, reward and stripe; `discount` in the reward's unit. */
+export interface InsightRewardsTable {
+  shop_id: string;
+  reward_id: string;
+  bucket: Date;
+  stripe: number;
+  codes: ColumnType<string, number | undefined, number>;
+  points: ColumnType<string, number | undefined, number>;
+  discount: ColumnType<string, string | undefined, string>;
+}
+
 export interface ShopifyInboxTable {
   id: string;
   shop_id: string;
@@ -454,6 +481,8 @@ export interface Database {
   tier_members: TierMembersTable;
   tier_metric_days: TierMetricDaysTable;
   shopify_inbox: ShopifyInboxTable;
+  insight_buckets: InsightBucketsTable;
+  insight_rewards: InsightRewardsTable;
   shopify_orders: ShopifyOrdersTable;
 }
 

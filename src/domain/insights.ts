@@ -1,5 +1,7 @@
 import { sql } from 'kysely';
 import { z } from 'zod';
+import type { DB } from '../db/database.js';
+import { type PurgeOptions, purgeInBatches } from '../db/purge.js';
 import type { Queryable } from '../db/transaction.js';
 import { parseInput } from './validation.js';
 
@@ -142,4 +144,43 @@ async function tierCounts(db: Queryable, shopId: string): Promise<TierCount[]> {
     from tiers t where t.shop_id = ${shopId}
     order by t.threshold`.execute(db);
   return rows.map((r) => ({ tierId: r.id, name: r.name, members: Number(r.members) }));
+}
+
+const BUCKET_COLUMNS = ['issued_orders', 'issued_rules', 'issued_manual', 'issued_referrals', 'removed_manual', 'redeemed', 'expired', 'clawed_back', 'pending'];
+const REWARD_COLUMNS = ['codes', 'points', 'discount'];
+
+/**
+ * Folds the stripes of every bucket that ended before `before` into one row (stripe -1), in
+ * batches, so a series reads one row per past bucket however many connections wrote it. Exact
+ * under live writes: the striped rows are deleted and their sums added in one statement, and a
+ * late write to a folded bucket makes a new striped row, folded by a later run. In the retention
+ * loop (hourly); resolves to the striped rows folded.
+ */
+export async function compactInsights(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
+  let folded = 0;
+  for (const [table, keys, columns] of [
+    ['insight_buckets', ['shop_id', 'bucket'], BUCKET_COLUMNS],
+    ['insight_rewards', ['shop_id', 'bucket', 'reward_id'], REWARD_COLUMNS],
+  ] as const) {
+    folded += await purgeInBatches<true>(options, async (_position, limit) => {
+      const list = sql.join(keys.map((k) => sql.ref(k)));
+      const sums = sql.join(columns.map((c) => sql`sum(${sql.ref(c)})`));
+      const { rows } = await sql<{ n: string }>`
+        with striped as (
+          select ${list} from ${sql.table(table)} where stripe >= 0 and bucket < ${before} order by bucket, shop_id limit ${limit}
+        ), gone as (
+          delete from ${sql.table(table)} t using (select distinct * from striped) k
+          where ${sql.join(keys.map((k) => sql`t.${sql.ref(k)} = k.${sql.ref(k)}`), sql` and `)} and t.stripe >= 0
+          returning t.*
+        ), folded as (
+          insert into ${sql.table(table)} as f (${list}, stripe, ${sql.join(columns.map((c) => sql.ref(c)))})
+          select ${list}, -1, ${sums} from gone group by ${list}
+          on conflict (${list}, stripe) do update set ${sql.join(columns.map((c) => sql`${sql.ref(c)} = f.${sql.ref(c)} + excluded.${sql.ref(c)}`))}
+        )
+        select count(*) as n from gone`.execute(db);
+      const n = Number(rows[0]!.n);
+      return { deleted: n, next: n > 0 ? true : null };
+    });
+  }
+  return folded;
 }
