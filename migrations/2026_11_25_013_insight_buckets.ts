@@ -1,6 +1,26 @@
 // Frozen in time: a migration never imports from src/, so later code changes cannot rewrite history.
 import { type Kysely, sql } from 'kysely';
 
+/**
+ * The insert of a set of ledger entries' movements by shop and bucket (the trigger's and the
+ * backfill's), from `source` (the trigger's transition table, or the ledger), into `stripe`.
+ */
+function ledgerMovements(source: string, stripe: string) {
+  return sql.raw(`
+    insert into insight_buckets as b (shop_id, bucket, stripe, issued_orders, issued_rules, issued_manual, issued_referrals,
+      removed_manual, redeemed, expired, clawed_back)
+    select shop_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), ${stripe},
+      coalesce(sum(d) filter (where type = 'earn_points' and setting_type = 'order'), 0),
+      coalesce(sum(d) filter (where type = 'earn_points' and setting_type <> 'order'), 0),
+      coalesce(sum(d) filter (where type in ('add_points', 'update_points', 'subtract_points') and d > 0), 0),
+      coalesce(sum(d) filter (where type = 'referral_reward'), 0),
+      coalesce(-sum(d) filter (where type in ('add_points', 'update_points', 'subtract_points') and d < 0), 0),
+      coalesce(-sum(d) filter (where type = 'redeem_points'), 0),
+      coalesce(-sum(d) filter (where type = 'expire_points'), 0),
+      coalesce(-sum(d) filter (where type = 'clawback_points'), 0)
+    from (select shop_id, created_at, type, setting_type, new_points - old_points as d from ${source} where new_points <> old_points) a`);
+}
+
 export async function up(db: Kysely<any>): Promise<void> {
   // Program insights (src/domain/insights.ts): the ledger's movements per shop and 15-minute UTC
   // bucket, by kind, kept by the statement that writes the ledger entries, so an insight is read
@@ -35,18 +55,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     create function activities_insights() returns trigger language plpgsql as $$
     begin
-      insert into insight_buckets as b (shop_id, bucket, stripe, issued_orders, issued_rules, issued_manual, issued_referrals,
-        removed_manual, redeemed, expired, clawed_back)
-      select shop_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), pg_backend_pid() % 64,
-        coalesce(sum(d) filter (where type = 'earn_points' and setting_type = 'order'), 0),
-        coalesce(sum(d) filter (where type = 'earn_points' and setting_type <> 'order'), 0),
-        coalesce(sum(d) filter (where type in ('add_points', 'update_points', 'subtract_points') and d > 0), 0),
-        coalesce(sum(d) filter (where type = 'referral_reward'), 0),
-        coalesce(-sum(d) filter (where type in ('add_points', 'update_points', 'subtract_points') and d < 0), 0),
-        coalesce(-sum(d) filter (where type = 'redeem_points'), 0),
-        coalesce(-sum(d) filter (where type = 'expire_points'), 0),
-        coalesce(-sum(d) filter (where type = 'clawback_points'), 0)
-      from (select shop_id, created_at, type, setting_type, new_points - old_points as d from new_rows where new_points <> old_points) a
+      ${ledgerMovements('new_rows', 'pg_backend_pid() % 64')}
       group by 1, 2
       order by 1, 2
       on conflict (shop_id, bucket, stripe) do update set
@@ -140,20 +149,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     from pending_points where released_at is null group by 1, 2`.execute(db);
 
   // What the ledger already holds, so a shop's insights start complete.
-  await sql`
-    insert into insight_buckets (shop_id, bucket, stripe, issued_orders, issued_rules, issued_manual, issued_referrals,
-      removed_manual, redeemed, expired, clawed_back)
-    select shop_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), 1,
-      coalesce(sum(d) filter (where type = 'earn_points' and setting_type = 'order'), 0),
-      coalesce(sum(d) filter (where type = 'earn_points' and setting_type <> 'order'), 0),
-      coalesce(sum(d) filter (where type in ('add_points', 'update_points', 'subtract_points') and d > 0), 0),
-      coalesce(sum(d) filter (where type = 'referral_reward'), 0),
-      coalesce(-sum(d) filter (where type in ('add_points', 'update_points', 'subtract_points') and d < 0), 0),
-      coalesce(-sum(d) filter (where type = 'redeem_points'), 0),
-      coalesce(-sum(d) filter (where type = 'expire_points'), 0),
-      coalesce(-sum(d) filter (where type = 'clawback_points'), 0)
-    from (select shop_id, created_at, type, setting_type, new_points - old_points as d from activities where new_points <> old_points) a
-    group by 1, 2`.execute(db);
+  await sql`${ledgerMovements('activities', '1')} group by 1, 2`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

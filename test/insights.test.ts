@@ -1,8 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Insertable } from 'kysely';
 import type { ActivitiesTable } from '../src/db/schema.js';
 import { newId } from '../src/domain/ids.js';
-import { compactInsights } from '../src/domain/insights.js';
+import { type Insertable, Migrator } from 'kysely';
+import { migrations } from '../migrations/index.js';
+import { openDatabase } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { upsertCustomer } from '../src/domain/customers.js';
+import { compactInsights, pointsInsights } from '../src/domain/insights.js';
+import { changePoints } from '../src/domain/points.js';
+import { createShop } from '../src/domain/shops.js';
 import { movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 
 const TZ = 'Asia/Kolkata'; // +05:30: local days start at 18:30 UTC, on a 15-minute bucket's edge
@@ -212,6 +218,29 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     expect(striped).toEqual([]);
     expect(await check(from, to, 'day')).toEqual(days);
     await check(new Date(Date.now() - 10 * DAY), new Date(Date.now() + 3_600_000), 'hour');
+  });
+
+  it('a database with history gets its rollups from the migration: the same figures as the ledger', async () => {
+    const handle = await openDatabase({ dataDir: 'memory://' });
+    try {
+      const { db } = handle;
+      const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < '2026_11_25_013'));
+      const { error } = await new Migrator({ db, provider: { getMigrations: async () => before } }).migrateToLatest();
+      expect(error).toBeUndefined();
+      const { shop } = await createShop(db, 'Old shop');
+      for (const [id, amount] of [['a', 120], ['b', 45]] as const) {
+        await upsertCustomer(db, shop.id, { shopifyCustomerId: id, email: `${id}@example.com` });
+        await changePoints(db, shop.id, 'add', { customerIdentifier: id, amount });
+        await changePoints(db, shop.id, 'subtract', { customerIdentifier: id, amount: 20 });
+      }
+      expect(await migrateToLatest(db)).toEqual(['2026_11_25_013_insight_buckets']);
+      const now = Date.now();
+      const series = await pointsInsights(db, shop.id, { from: new Date(now - DAY), to: new Date(now + DAY), interval: 'day' });
+      const total = series.points.reduce((s, p) => s + p.issued.manual, 0);
+      expect([total, series.points.reduce((s, p) => s + p.removedManually, 0), series.points.at(-1)!.outstanding]).toEqual([165, 40, 125]);
+    } finally {
+      await handle.close();
+    }
   });
 
   it('refuses a range backwards or too wide, as a validation error', async () => {

@@ -31,3 +31,24 @@ export function rateRatioRow(label: string, of: Measurement[], to: Measurement[]
   const perRound = of.map((m, i) => m.rate / to[i]!.rate);
   return [label, fmt.ratio(ratio), `${fmt.ratio(Math.min(...perRound))}-${fmt.ratio(Math.max(...perRound))}`, `>= ${target}`, ratio >= target ? 'met' : 'MISSED'];
 }
+
+type Check = { name: string; ok: boolean; detail: string };
+
+/**
+ * A scenario's closing report: its measured requests, its targets (met or MISSED) and its
+ * correctness checks. Resolves to whether every check passed (a missed target is reported, not failed).
+ */
+export function printReport(report: { requests: Array<Array<string | number>>; targets: Array<Array<string | number>>; checks: Check[] }): boolean {
+  process.stdout.write(
+    [
+      '',
+      formatTable(['request', 'req/s', 'p50', 'p99', 'ok', 'failed'], report.requests),
+      '',
+      formatTable(['target', 'value', 'per round', 'target', 'result'], report.targets),
+      '',
+      ...formatChecks(report.checks),
+      '',
+    ].join('\n'),
+  );
+  return report.checks.every((c) => c.ok);
+}

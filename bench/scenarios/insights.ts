@@ -12,7 +12,7 @@ import { combine, inTurns, type Measurement, summarize, warmUp } from '../lib/lo
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { startServer } from '../lib/server.js';
-import { fmt, formatChecks, formatTable, rateRatioRow } from '../lib/table.js';
+import { fmt, printReport, rateRatioRow } from '../lib/table.js';
 
 const TARGETS = { queryP99Ms: 100, writeRatio: 0.9 };
 const ENTRIES = 5_000_000;
@@ -158,31 +158,18 @@ async function run(options: BenchOptions): Promise<boolean> {
       { name: 'the last outstanding figure is every balance together', ok: series.at(-1)?.outstanding === owed, detail: `${series.at(-1)?.outstanding} against ${owed}` },
       { name: 'every write answered 2xx', ok: withRollups.failed + without.failed === 0, detail: `${withRollups.failed + without.failed} failed` },
     ];
-    process.stdout.write(
-      [
-        '',
-        formatTable(
-          ['request', 'req/s', 'p50', 'p99', 'ok', 'failed'],
-          [
-            [`insights, 90 days, ${ENTRIES.toLocaleString('en')} entries (one at a time)`, '-', fmt.ms(queried.p50), fmt.ms(queried.p99), latencies.length, 0],
-            ['POST /points/add, rollups on', fmt.rate(withRollups.rate), fmt.ms(withRollups.p50), fmt.ms(withRollups.p99), withRollups.ok, withRollups.failed],
-            ['POST /points/add, rollups off', fmt.rate(without.rate), fmt.ms(without.p50), fmt.ms(without.p99), without.ok, without.failed],
-          ],
-        ),
-        '',
-        formatTable(
-          ['target', 'value', 'per round', 'target', 'result'],
-          [
-            ['insights query p99', fmt.ms(queried.p99), '', `< ${TARGETS.queryP99Ms} ms`, queried.p99 < TARGETS.queryP99Ms ? 'met' : 'MISSED'],
-            rateRatioRow(`write rate with rollups / without, ${options.connections} connections`, turns.with, turns.without, TARGETS.writeRatio),
-          ],
-        ),
-        '',
-        ...formatChecks(checks),
-        '',
-      ].join('\n'),
-    );
-    return checks.every((c) => c.ok);
+    return printReport({
+      requests: [
+        [`insights, 90 days, ${ENTRIES.toLocaleString('en')} entries (one at a time)`, '-', fmt.ms(queried.p50), fmt.ms(queried.p99), latencies.length, 0],
+        ['POST /points/add, rollups on', fmt.rate(withRollups.rate), fmt.ms(withRollups.p50), fmt.ms(withRollups.p99), withRollups.ok, withRollups.failed],
+        ['POST /points/add, rollups off', fmt.rate(without.rate), fmt.ms(without.p50), fmt.ms(without.p99), without.ok, without.failed],
+      ],
+      targets: [
+        ['insights query p99', fmt.ms(queried.p99), '', `< ${TARGETS.queryP99Ms} ms`, queried.p99 < TARGETS.queryP99Ms ? 'met' : 'MISSED'],
+        rateRatioRow(`write rate with rollups / without, ${options.connections} connections`, turns.with, turns.without, TARGETS.writeRatio),
+      ],
+      checks,
+    });
   } finally {
     await server?.stop();
     await schema.drop();

@@ -17,7 +17,7 @@ import { amountFor, combine, inTurns, runHttpLoad, warmUp } from '../lib/load.js
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { REPO_ROOT, startServer } from '../lib/server.js';
-import { fmt, formatChecks, formatTable, rateRatioRow } from '../lib/table.js';
+import { fmt, printReport, rateRatioRow } from '../lib/table.js';
 
 const TARGETS = { ordersVsPoints: 0.7, importSeconds: 90, connectorP99Ms: 50 };
 const CONNECTOR_SECONDS = 10;
@@ -199,32 +199,19 @@ async function run(options: BenchOptions): Promise<boolean> {
       detail: `${drained.applied} applied of ${connectorWarm.successes + connector.ok} accepted, ${drained.rejected} rejected`,
     });
 
-    process.stdout.write(
-      [
-        '',
-        formatTable(
-          ['request', 'req/s', 'p50', 'p99', 'ok', 'failed'],
-          [
-            ['REST POST /points/add', fmt.rate(points.rate), fmt.ms(points.p50), fmt.ms(points.p99), points.ok, points.failed],
-            ['REST PUT /orders/{id} (new paid order, 1 rule)', fmt.rate(orders.rate), fmt.ms(orders.p50), fmt.ms(orders.p99), orders.ok, orders.failed],
-            ['POST /integrations/shopify/webhooks (stored)', fmt.rate(connector.rate), fmt.ms(connector.p50), fmt.ms(connector.p99), connector.ok, connector.failed],
-          ],
-        ),
-        '',
-        formatTable(
-          ['target', 'value', 'per round', 'target', 'result'],
-          [
-            rateRatioRow('PUT /orders / points/add rate', turns.orders, turns.points, TARGETS.ordersVsPoints),
-            [`connector acceptance p99, ${options.connections} connections`, fmt.ms(connector.p99), '', `< ${TARGETS.connectorP99Ms} ms`, connector.p99 < TARGETS.connectorP99Ms ? 'met' : 'MISSED'],
-            [`orders import of ${IMPORT_ORDERS} orders`, `${imported.seconds.toFixed(1)} s`, '', `< ${TARGETS.importSeconds} s`, imported.seconds < TARGETS.importSeconds ? 'met' : 'MISSED'],
-          ],
-        ),
-        '',
-        ...formatChecks(checks),
-        '',
-      ].join('\n'),
-    );
-    return checks.every((c) => c.ok);
+    return printReport({
+      requests: [
+        ['REST POST /points/add', fmt.rate(points.rate), fmt.ms(points.p50), fmt.ms(points.p99), points.ok, points.failed],
+        ['REST PUT /orders/{id} (new paid order, 1 rule)', fmt.rate(orders.rate), fmt.ms(orders.p50), fmt.ms(orders.p99), orders.ok, orders.failed],
+        ['POST /integrations/shopify/webhooks (stored)', fmt.rate(connector.rate), fmt.ms(connector.p50), fmt.ms(connector.p99), connector.ok, connector.failed],
+      ],
+      targets: [
+        rateRatioRow('PUT /orders / points/add rate', turns.orders, turns.points, TARGETS.ordersVsPoints),
+        [`connector acceptance p99, ${options.connections} connections`, fmt.ms(connector.p99), '', `< ${TARGETS.connectorP99Ms} ms`, connector.p99 < TARGETS.connectorP99Ms ? 'met' : 'MISSED'],
+        [`orders import of ${IMPORT_ORDERS} orders`, `${imported.seconds.toFixed(1)} s`, '', `< ${TARGETS.importSeconds} s`, imported.seconds < TARGETS.importSeconds ? 'met' : 'MISSED'],
+      ],
+      checks,
+    });
   } finally {
     await server?.stop();
     await schema.drop();

@@ -13,7 +13,7 @@ import { combine, inTurns, warmUp } from '../lib/load.js';
 import { createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { startServer } from '../lib/server.js';
-import { fmt, formatChecks, formatTable, rateRatioRow } from '../lib/table.js';
+import { fmt, printReport, rateRatioRow } from '../lib/table.js';
 
 const TARGET_RATIO = 0.8;
 const ROUNDS = 6;
@@ -89,30 +89,17 @@ async function run(options: BenchOptions): Promise<boolean> {
     const admin = combine(turns.admin);
     const storefront = combine(turns.storefront);
     const checks = [{ name: 'every request answered 2xx', ok: admin.failed === 0 && storefront.failed === 0, detail: `${admin.failures ?? ''} ${storefront.failures ?? ''}`.trim() || 'none failed' }];
-    process.stdout.write(
-      [
-        '',
-        formatTable(
-          ['request', 'req/s', 'p50', 'p99', 'ok', 'failed'],
-          [
-            ['/graphql customer + pointsRedemptions (API key)', fmt.rate(admin.rate), fmt.ms(admin.p50), fmt.ms(admin.p99), admin.ok, admin.failed],
-            ['/storefront/graphql me + rewards (token)', fmt.rate(storefront.rate), fmt.ms(storefront.p50), fmt.ms(storefront.p99), storefront.ok, storefront.failed],
-          ],
-        ),
-        '',
-        formatTable(
-          ['target', 'value', 'per round', 'target', 'result'],
-          [
-            rateRatioRow(`storefront / admin rate, ${options.connections} connections`, turns.storefront, turns.admin, TARGET_RATIO),
-            ['storefront / admin p99', fmt.ratio(storefront.p99 / admin.p99), '', '', ''],
-          ],
-        ),
-        '',
-        ...formatChecks(checks),
-        '',
-      ].join('\n'),
-    );
-    return checks.every((c) => c.ok);
+    return printReport({
+      requests: [
+        ['/graphql customer + pointsRedemptions (API key)', fmt.rate(admin.rate), fmt.ms(admin.p50), fmt.ms(admin.p99), admin.ok, admin.failed],
+        ['/storefront/graphql me + rewards (token)', fmt.rate(storefront.rate), fmt.ms(storefront.p50), fmt.ms(storefront.p99), storefront.ok, storefront.failed],
+      ],
+      targets: [
+        rateRatioRow(`storefront / admin rate, ${options.connections} connections`, turns.storefront, turns.admin, TARGET_RATIO),
+        ['storefront / admin p99', fmt.ratio(storefront.p99 / admin.p99), '', '', ''],
+      ],
+      checks,
+    });
   } finally {
     await server?.stop();
     await schema.drop();
