@@ -27,15 +27,17 @@ export async function up(db: Kysely<any>): Promise<void> {
   // from at most a few rows per bucket and never by scanning the ledger. Every time zone's offset
   // is a multiple of 15 minutes, so the buckets sum exactly into any shop's local hours and days.
   //
-  // One row per shop, bucket and *stripe*, the writing backend's pid modulo 64: concurrent
-  // transactions on different connections add to different rows, so no write waits for another's
-  // commit on a shop-wide counter. Rows are upserted in (shop, bucket) order: no deadlocks.
+  // One row per shop, bucket and *stripe*, the writing backend's pid (unique among live backends):
+  // concurrent transactions on different connections add to different rows, so no write waits for
+  // another's commit on a shop-wide counter, and two transactions never lock the same row (no
+  // deadlock, whatever the order of their statements). A connection's own rows are upserted in
+  // (shop, bucket) order. Folded rows (stripe -1) take what past buckets' stripes held.
   // Amounts are points, positive: issued_* and removed_manual, redeemed, expired, clawed_back.
   await sql`
     create table insight_buckets (
       shop_id text not null references shops (id),
       bucket timestamptz not null,
-      stripe smallint not null,
+      stripe integer not null,
       issued_orders bigint not null default 0,
       issued_rules bigint not null default 0,
       issued_manual bigint not null default 0,
@@ -55,7 +57,7 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     create function activities_insights() returns trigger language plpgsql as $$
     begin
-      ${ledgerMovements('new_rows', 'pg_backend_pid() % 64')}
+      ${ledgerMovements('new_rows', 'pg_backend_pid()')}
       group by 1, 2
       order by 1, 2
       on conflict (shop_id, bucket, stripe) do update set
@@ -79,7 +81,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     create function pending_points_insights() returns trigger language plpgsql as $$
     begin
       insert into insight_buckets as b (shop_id, bucket, stripe, pending)
-      select shop_id, date_bin('15 minutes', now(), timestamptz '2000-01-01 00:00:00+00'), pg_backend_pid() % 64, sum(held)
+      select shop_id, date_bin('15 minutes', now(), timestamptz '2000-01-01 00:00:00+00'), pg_backend_pid(), sum(held)
       from (
         select shop_id, case when released_at is null then points else 0 end as held from new_rows
         union all
@@ -95,7 +97,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     create function pending_points_inserted_insights() returns trigger language plpgsql as $$
     begin
       insert into insight_buckets as b (shop_id, bucket, stripe, pending)
-      select shop_id, date_bin('15 minutes', now(), timestamptz '2000-01-01 00:00:00+00'), pg_backend_pid() % 64, sum(points)
+      select shop_id, date_bin('15 minutes', now(), timestamptz '2000-01-01 00:00:00+00'), pg_backend_pid(), sum(points)
       from new_rows where released_at is null
       group by 1
       order by 1
@@ -116,7 +118,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       shop_id text not null references shops (id),
       reward_id text not null,
       bucket timestamptz not null,
-      stripe smallint not null,
+      stripe integer not null,
       codes bigint not null default 0,
       points bigint not null default 0,
       discount numeric not null default 0,
@@ -127,7 +129,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     create function discount_codes_insights() returns trigger language plpgsql as $$
     begin
       insert into insight_rewards as r (shop_id, reward_id, bucket, stripe, codes, points, discount)
-      select shop_id, reward_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), pg_backend_pid() % 64,
+      select shop_id, reward_id, date_bin('15 minutes', created_at, timestamptz '2000-01-01 00:00:00+00'), pg_backend_pid(),
         count(*), sum(points_amount), sum(value)
       from new_rows
       group by 1, 2, 3
