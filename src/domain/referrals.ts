@@ -5,6 +5,7 @@ import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
 import {
   type Customer,
   customerIdentifierSchema,
+  type CustomerKey,
   customerInputSchema,
   findCustomer,
   getCustomer,
@@ -117,7 +118,12 @@ const referralCodeQuerySchema = z.object({ customerIdentifier: customerIdentifie
  */
 export async function getOrCreateReferralCode(db: DB, shopId: string, input: unknown): Promise<{ referralCode: string; customer: Customer }> {
   const { customerIdentifier } = parseInput(referralCodeQuerySchema, input);
-  const customer = toCustomer(await getCustomer(db, shopId, customerIdentifier));
+  return referralCodeOf(db, shopId, customerIdentifier);
+}
+
+/** The same for a customer named by a key (the storefront's token: its id). */
+export async function referralCodeOf(db: DB, shopId: string, who: CustomerKey): Promise<{ referralCode: string; customer: Customer }> {
+  const customer = toCustomer(await getCustomer(db, shopId, who));
   return { referralCode: await ensureReferralCode(db, shopId, customer), customer };
 }
 

@@ -159,8 +159,12 @@ export async function earningRuleEligibility(db: Queryable, shopId: string, quer
   return eligibilityOf(db, shopId, customerIdentifier, now);
 }
 
-/** The same for a customer named by a key (a storefront's token: its id). */
-export async function eligibilityOf(db: Queryable, shopId: string, who: CustomerKey, now = new Date()): Promise<RuleEligibility[]> {
+/** The shop's active rules only, with `isEarned` for a customer named by a key (a storefront's token: its id). */
+export async function activeEligibilityOf(db: Queryable, shopId: string, who: CustomerKey, now = new Date()): Promise<RuleEligibility[]> {
+  return (await eligibilityOf(db, shopId, who, now)).filter((rule) => rule.active);
+}
+
+async function eligibilityOf(db: Queryable, shopId: string, who: CustomerKey, now = new Date()): Promise<RuleEligibility[]> {
   const customer = await getCustomer(db, shopId, who);
   const { timezone, currency } = await db.selectFrom('shops').select(['timezone', 'currency']).where('id', '=', shopId).executeTakeFirstOrThrow();
   const rows = await db.selectFrom('earning_rules').selectAll().where('shop_id', '=', shopId).orderBy('created_at').orderBy('id').execute();

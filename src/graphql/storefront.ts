@@ -2,9 +2,9 @@ import { pipe, Repeater } from 'graphql-yoga';
 import { isTokenLive, type TokenHolder } from '../domain/customer-access-tokens.js';
 import { type Customer as CustomerShape, getCustomer, toCustomer } from '../domain/customers.js';
 import type { DB } from '../db/database.js';
-import { ensureReferralCode } from '../domain/referrals.js';
+import { referralCodeOf } from '../domain/referrals.js';
 import { listPointsRedemptions, redeemOwnPoints } from '../domain/redemptions.js';
-import { eligibilityOf, type RuleEligibility } from '../domain/rule-awards.js';
+import { activeEligibilityOf, type RuleEligibility } from '../domain/rule-awards.js';
 import type { EventEnvelope } from '../events/outbox-relay.js';
 import { builder, type GraphQLContext, tokenHolder } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
@@ -54,7 +54,7 @@ builder.queryFields((t) => ({
     ...STOREFRONT_ONLY,
     type: [EarningRuleEligibility],
     description: 'The shop\'s active earning rules, with whether this customer already earned each.',
-    resolve: async (_root, _args, ctx) => (await eligibilityOf(ctx.db, ctx.shop.id, me(ctx))).filter((r) => r.active),
+    resolve: (_root, _args, ctx) => activeEligibilityOf(ctx.db, ctx.shop.id, me(ctx)),
   }),
 }));
 
@@ -81,10 +81,7 @@ builder.mutationFields((t) => ({
     type: ReferralCodeCreatePayload,
     description: 'This customer\'s referral code, created on first ask (a referrals/code_created event).',
     resolve: (_root, _args, ctx) =>
-      withUserErrors(async () => {
-        const customer = toCustomer(await getCustomer(ctx.db, ctx.shop.id, me(ctx)));
-        return { referralCode: await ensureReferralCode(ctx.db, ctx.shop.id, customer), customer };
-      }),
+      withUserErrors(() => referralCodeOf(ctx.db, ctx.shop.id, me(ctx))),
   }),
 }));
 
