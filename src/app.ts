@@ -20,7 +20,7 @@ import { createHttpServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { createRateLimiter, type RateLimiter } from './rate-limit/limiter.js';
 import { createStorefrontLimiter, type StorefrontLimiter } from './rate-limit/storefront.js';
-import { compactInsights } from './domain/insights.js';
+import { compactInsights, purgeActiveMemberMarkers } from './domain/insights.js';
 import { createDeliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.js';
 import { createSecretBox, loadSecretsKey } from './webhooks/secret-box.js';
 import { type Resolver, UrlPolicy } from './webhooks/url-policy.js';
@@ -142,6 +142,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     ['expired customer access tokens', (o) => purgeExpiredCustomerAccessTokens(database.db, new Date(Date.now() - 24 * HOUR), o)],
     // Not a deletion of data: the insight rollups' stripes of past buckets, folded into one row each.
     ['striped insight rollups (folded)', (o) => compactInsights(database.db, new Date(Date.now() - HOUR), o)],
+    ['active-member markers of past days', (o) => purgeActiveMemberMarkers(database.db, new Date(Date.now() - 3 * 24 * HOUR), o)],
   ];
   const stopPurges = new AbortController();
   let purgeTimer: NodeJS.Timeout | undefined;

@@ -6,7 +6,7 @@ import { migrations } from '../migrations/index.js';
 import { openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { upsertCustomer } from '../src/domain/customers.js';
-import { compactInsights, pointsInsights } from '../src/domain/insights.js';
+import { compactInsights, pointsInsights, purgeActiveMemberMarkers } from '../src/domain/insights.js';
 import { changePoints } from '../src/domain/points.js';
 import { createShop } from '../src/domain/shops.js';
 import { movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
@@ -20,7 +20,7 @@ let shop: { shopId: string; apiKey: string };
 let rewardId: string;
 
 const INSIGHTS = `query($from: DateTime!, $to: DateTime!, $interval: InsightInterval) { shop { insights(from: $from, to: $to, interval: $interval) {
-  interval timezone points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending }
+  interval timezone points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members }
   rewards { rewardId name type codes points discount } tiers { tierId name members } } } }`;
 
 /** A small seeded generator: the same sequence every run. */
@@ -52,7 +52,19 @@ async function fromLedger(interval: 'day' | 'hour') {
     else if (d > 0) b.manual += d;
     else b.removed -= d;
   }
-  return { rows, byKey };
+  // Active members: who had an entry other than an expiry, or an order's pending points, each local day.
+  const db = t.app.database.db;
+  const marks = [
+    ...(await db.selectFrom('activities').select(['customer_id', 'created_at']).where('shop_id', '=', shop.shopId).where('type', '<>', 'expire_points').execute()),
+    ...(await db.selectFrom('pending_points').select(['customer_id', 'created_at']).where('shop_id', '=', shop.shopId).execute()),
+  ];
+  const activeByDay = new Map<string, Set<string>>();
+  for (const m of marks) {
+    const day = localKey(m.created_at, 'day');
+    activeByDay.set(day, (activeByDay.get(day) ?? new Set()).add(m.customer_id));
+  }
+  const joined = await db.selectFrom('customers').select('created_at').where('shop_id', '=', shop.shopId).execute();
+  return { rows, byKey, activeByDay, joined };
 }
 
 async function check(from: Date, to: Date, interval: 'day' | 'hour') {
@@ -79,7 +91,7 @@ async function check(from: Date, to: Date, interval: 'day' | 'hour') {
   const members = await db.selectFrom('tier_members').select((eb) => ['tier_id', eb.fn.countAll<string>().as('n')]).where('shop_id', '=', shop.shopId).where('tier_id', 'is not', null).groupBy('tier_id').execute();
   expect(tiers.map((x: { tierId: string; members: number }) => [x.tierId, x.members]).filter(([, n]: [string, number]) => n > 0)).toEqual(members.map((m) => [m.tier_id, Number(m.n)]));
   expect(timezone).toBe(TZ);
-  const { rows, byKey } = await fromLedger(interval);
+  const { rows, byKey, activeByDay, joined } = await fromLedger(interval);
   for (const [i, p] of points.entries()) {
     const at = new Date(p.at);
     const next = points[i + 1] ? new Date(points[i + 1].at) : null;
@@ -90,6 +102,10 @@ async function check(from: Date, to: Date, interval: 'day' | 'hour') {
     const end = next ?? to;
     const owed = rows.filter((r) => r.created_at < end && (next || localKey(r.created_at, interval) <= localKey(at, interval))).reduce((s, r) => s + r.new_points - r.old_points, 0);
     expect(p.outstanding, `outstanding ${p.at}`).toBe(owed);
+    expect(p.activeMembers, `active ${p.at}`).toBe(interval === 'day' ? (activeByDay.get(localKey(at, 'day'))?.size ?? 0) : null);
+    const inInterval = (d: Date) => localKey(d, interval) === localKey(at, interval);
+    const before = (d: Date) => d < end && (next !== null || localKey(d, interval) <= localKey(at, interval));
+    expect([p.newMembers, p.members], `members ${p.at}`).toEqual([joined.filter((c) => inInterval(c.created_at)).length, joined.filter((c) => before(c.created_at)).length]);
     // Each interval starts at a local midnight (or hour).
     expect(localKey(new Date(at.getTime() - 1), interval)).not.toBe(localKey(at, interval));
   }
@@ -211,6 +227,9 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     expect(days.filter((p: { issued: { total: number } }) => p.issued.total > 0).length).toBeGreaterThan(10);
     expect(days.some((p: { expired: number }) => p.expired > 0)).toBe(true);
     expect(days.at(-1).pending).toBe(0);
+    expect(days.filter((p: { activeMembers: number }) => p.activeMembers > 0).length).toBeGreaterThan(10);
+    expect(Math.max(...days.map((p: { activeMembers: number }) => p.activeMembers))).toBeGreaterThan(1);
+    expect(days.at(-1).members).toBe(7 + referees);
     expect(days.rewards[0].codes).toBeGreaterThan(0);
     expect(days.tiers.map((x: { name: string; members: number }) => x.name)).toEqual(['Silver']);
     expect(days.tiers[0].members).toBeGreaterThan(0);
@@ -241,11 +260,20 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
         await changePoints(db, shop.id, 'add', { customerIdentifier: id, amount });
         await changePoints(db, shop.id, 'subtract', { customerIdentifier: id, amount: 20 });
       }
-      expect(await migrateToLatest(db)).toEqual(['2026_11_25_013_insight_buckets']);
+      expect(await migrateToLatest(db)).toEqual(['2026_11_25_013_insight_buckets', '2026_11_25_014_program_page']);
       const now = Date.now();
       const series = await pointsInsights(db, shop.id, { from: new Date(now - DAY), to: new Date(now + DAY), interval: 'day' });
       const total = series.points.reduce((s, p) => s + p.issued.manual, 0);
       expect([total, series.points.reduce((s, p) => s + p.removedManually, 0), series.points.at(-1)!.outstanding]).toEqual([165, 40, 125]);
+      // Both customers joined and were active today; the markers of today stay, so a new entry today counts no one twice.
+      const today = series.points.find((p) => p.newMembers > 0)!;
+      expect([today.newMembers, today.activeMembers, series.points.at(-1)!.members]).toEqual([2, 2, 2]);
+      await changePoints(db, shop.id, 'add', { customerIdentifier: 'a', amount: 1 });
+      const again = await pointsInsights(db, shop.id, { from: new Date(now - DAY), to: new Date(now + DAY), interval: 'day' });
+      expect(again.points.find((p) => p.newMembers > 0)!.activeMembers).toBe(2);
+      // The retention loop deletes markers only of days before its bound: today's two here.
+      expect(await purgeActiveMemberMarkers(db, new Date(now), { pauseMs: 0 })).toBe(0);
+      expect(await purgeActiveMemberMarkers(db, new Date(now + 2 * DAY), { pauseMs: 0, batchSize: 1 })).toBe(2);
     } finally {
       await handle.close();
     }

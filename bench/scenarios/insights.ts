@@ -2,8 +2,8 @@
 // SQL over the last 120 days, their rollups spread over 20 stripes a bucket, as 20 connections
 // writing all day leave them, then folded as the hourly retention loop does), answered over HTTP
 // one at a time: p50 and p99. Then POST
-// /points/add with the rollup trigger on and off, in turns, at 32 connections: the write rate the
-// rollups leave.
+// /points/add with the rollup triggers (movements and active members) on and off, in turns, at 32
+// connections: the write rate the rollups leave.
 import { openDatabase } from '../../src/db/database.js';
 import { upsertCustomer } from '../../src/domain/customers.js';
 import { compactInsights } from '../../src/domain/insights.js';
@@ -22,6 +22,10 @@ const STRIPES = 20;
 const QUERIES = 300;
 const ROUNDS = 6;
 const LOAD_CUSTOMERS = 1000;
+// The rollup columns the seed fills (its entries are adds, order earns, redemptions and subtractions).
+const SPREAD = ['issued_orders', 'issued_manual', 'removed_manual', 'redeemed', 'active_members', 'members'];
+// The ledger's rollup triggers, off for the turns without them.
+const ROLLUP_TRIGGERS = ['activities_insights', 'activities_active_members'];
 
 async function seed(url: string) {
   const { db, close } = await openDatabase({ url, poolSize: 8 });
@@ -65,12 +69,8 @@ async function seed(url: string) {
     // One statement wrote them, so one stripe holds each bucket: spread each over STRIPES, the sums unchanged.
     await client.query(
       `with old as (delete from insight_buckets where shop_id = $1 returning *)
-       insert into insight_buckets (shop_id, bucket, stripe, issued_orders, issued_rules, issued_manual, issued_referrals, removed_manual, redeemed, expired, clawed_back, pending)
-       select shop_id, bucket, s,
-         issued_orders / $2 + case when s = 0 then issued_orders % $2 else 0 end,
-         0, issued_manual / $2 + case when s = 0 then issued_manual % $2 else 0 end, 0,
-         removed_manual / $2 + case when s = 0 then removed_manual % $2 else 0 end,
-         redeemed / $2 + case when s = 0 then redeemed % $2 else 0 end, 0, 0, 0
+       insert into insight_buckets (shop_id, bucket, stripe, ${SPREAD.join(', ')})
+       select shop_id, bucket, s, ${SPREAD.map((c) => `${c} / $2 + case when s = 0 then ${c} % $2 else 0 end`).join(', ')}
        from old cross join generate_series(0, $2 - 1) s`,
       [big.shop.id, STRIPES],
     );
@@ -89,6 +89,10 @@ async function seed(url: string) {
   }
 }
 
+async function switchRollups(client: Awaited<ReturnType<typeof connect>>, on: boolean) {
+  for (const trigger of ROLLUP_TRIGGERS) await client.query(`alter table activities ${on ? 'enable' : 'disable'} trigger ${trigger}`);
+}
+
 async function run(options: BenchOptions): Promise<boolean> {
   const schema = await createIsolatedSchema(options.databaseUrl);
   let server: Awaited<ReturnType<typeof startServer>> | undefined;
@@ -101,12 +105,12 @@ async function run(options: BenchOptions): Promise<boolean> {
 
     // The query, one at a time: a shop owner opening the page, not a load test.
     const query = `query($from: DateTime!, $to: DateTime!) { shop { insights(from: $from, to: $to, interval: day) {
-      points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending }
+      points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members }
       rewards { rewardId codes points discount } tiers { name members } } } }`;
     const to = new Date();
     const variables = { from: new Date(to.getTime() - 90 * 86_400_000).toISOString(), to: to.toISOString() };
     const latencies: number[] = [];
-    let answer: { data?: { shop: { insights: { points: Array<{ outstanding: number }> } } } } = {};
+    let answer: { data?: { shop: { insights: { points: Array<{ outstanding: number; members: number; activeMembers: number }> } } } } = {};
     for (let i = 0; i < QUERIES + 10; i++) {
       const started = performance.now();
       const res = await fetch(`${server.url}/graphql`, {
@@ -144,10 +148,10 @@ async function run(options: BenchOptions): Promise<boolean> {
       turns = await inTurns({ with: add, without: add }, { with: rate, without: rate }, {
         rounds: ROUNDS,
         roundSec,
-        beforeTurn: (face) => toggle.query(`alter table activities ${face === 'with' ? 'enable' : 'disable'} trigger activities_insights`).then(() => undefined),
+        beforeTurn: (face) => switchRollups(toggle, face === 'with'),
       });
     } finally {
-      await toggle.query('alter table activities enable trigger activities_insights');
+      await switchRollups(toggle, true);
       await toggle.end();
     }
     const withRollups = combine(turns.with);
@@ -156,6 +160,8 @@ async function run(options: BenchOptions): Promise<boolean> {
     const checks = [
       { name: 'the query answered 90 days', ok: series.length >= 90, detail: `${series.length} days` },
       { name: 'the last outstanding figure is every balance together', ok: series.at(-1)?.outstanding === owed, detail: `${series.at(-1)?.outstanding} against ${owed}` },
+      { name: 'the last members figure is every customer', ok: series.at(-1)?.members === CUSTOMERS, detail: `${series.at(-1)?.members} against ${CUSTOMERS}` },
+      { name: 'active members counted on every day with entries', ok: series.slice(1).every((p) => p.activeMembers > 0), detail: `${series.filter((p) => p.activeMembers > 0).length} of ${series.length} days` },
       { name: 'every write answered 2xx', ok: withRollups.failed + without.failed === 0, detail: `${withRollups.failed + without.failed} failed` },
     ];
     return printReport({

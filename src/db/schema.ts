@@ -412,6 +412,17 @@ export interface InsightBucketsTable {
   expired: ColumnType<string, number | undefined, number>;
   clawed_back: ColumnType<string, number | undefined, number>;
   pending: ColumnType<string, number | undefined, number>;
+  /** Customers active on the local day starting with this bucket (see insight_active_days). */
+  active_members: ColumnType<string, number | undefined, number>;
+  /** Customers created in the bucket, less those of them deleted. */
+  members: ColumnType<string, number | undefined, number>;
+}
+
+/** Who was active on a shop's local day, kept while the day can still get entries: the first mark counts them. */
+export interface InsightActiveDaysTable {
+  shop_id: string;
+  day: string;
+  customer_id: string;
 }
 
 /** Redemptions per shop, bucket, reward and stripe; `discount` in the reward's unit. */
@@ -483,6 +494,7 @@ export interface Database {
   shopify_inbox: ShopifyInboxTable;
   insight_buckets: InsightBucketsTable;
   insight_rewards: InsightRewardsTable;
+  insight_active_days: InsightActiveDaysTable;
   shopify_orders: ShopifyOrdersTable;
 }
 

@@ -89,6 +89,13 @@ export async function lockCustomer(db: Queryable, shopId: string, identifier: Cu
   return row;
 }
 
+/** The shop's customers with these ids, in their order; null for an id the shop has not. */
+export async function customersByIds(db: Queryable, shopId: string, ids: readonly string[]): Promise<Array<Customer | null>> {
+  const rows = await db.selectFrom('customers').selectAll().where('shop_id', '=', shopId).where('id', '=', sql<string>`any(${[...ids]}::text[])`).execute();
+  const byId = new Map(rows.map((row) => [row.id, toCustomer(row)]));
+  return ids.map((id) => byId.get(id) ?? null);
+}
+
 export function customerNotFound(identifier: CustomerKey) {
   // An id comes from a token whose customer was deleted since: no argument of the request named it.
   if (typeof identifier !== 'string') return new NotFoundError('customer_not_found', 'the customer of this token no longer exists');

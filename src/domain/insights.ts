@@ -29,6 +29,15 @@ export type PointsInsight = {
   outstanding: number;
   /** Points held as pending at the end of the interval (orders' points waiting for pendingDays). */
   pending: number;
+  /**
+   * Customers with a ledger entry other than an expiry, or an order's pending points, that local
+   * day (days only: null in an hourly series). Counted on the day in the shop's time zone when the
+   * entry was written.
+   */
+  activeMembers: number | null;
+  /** Customers who joined in the interval (less those deleted since), and all members at its end. */
+  newMembers: number;
+  members: number;
 };
 
 /** Redemptions of one reward in the range: `discount` is a decimal string in the reward's unit (money, percent, shipping). */
@@ -58,6 +67,9 @@ type Row = {
   clawed_back: string;
   outstanding: string;
   pending: string;
+  active_members: string;
+  new_members: string;
+  members: string;
 };
 
 /**
@@ -83,13 +95,14 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
       select date_trunc(${unit}, bucket at time zone ${timezone}) at time zone ${timezone} as at,
         sum(issued_orders) as issued_orders, sum(issued_rules) as issued_rules, sum(issued_manual) as issued_manual,
         sum(issued_referrals) as issued_referrals, sum(removed_manual) as removed_manual, sum(redeemed) as redeemed,
-        sum(expired) as expired, sum(clawed_back) as clawed_back, sum(${net}) as net, sum(pending) as pending
+        sum(expired) as expired, sum(clawed_back) as clawed_back, sum(${net}) as net, sum(pending) as pending,
+        sum(active_members) as active_members, sum(members) as members
       from insight_buckets
       where shop_id = ${shopId} and bucket >= (select at from first) and bucket < ${to}
       group by 1
     ),
     before as (
-      select coalesce(sum(${net}), 0) as net, coalesce(sum(pending), 0) as pending
+      select coalesce(sum(${net}), 0) as net, coalesce(sum(pending), 0) as pending, coalesce(sum(members), 0) as members
       from insight_buckets where shop_id = ${shopId} and bucket < (select at from first)
     )
     select s.at,
@@ -98,7 +111,10 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
       coalesce(m.removed_manual, 0) as removed_manual, coalesce(m.redeemed, 0) as redeemed,
       coalesce(m.expired, 0) as expired, coalesce(m.clawed_back, 0) as clawed_back,
       (select net from before) + sum(coalesce(m.net, 0)) over (order by s.at) as outstanding,
-      (select pending from before) + sum(coalesce(m.pending, 0)) over (order by s.at) as pending
+      (select pending from before) + sum(coalesce(m.pending, 0)) over (order by s.at) as pending,
+      coalesce(m.active_members, 0) as active_members,
+      coalesce(m.members, 0) as new_members,
+      (select members from before) + sum(coalesce(m.members, 0)) over (order by s.at) as members
     from series s left join moved m on m.at = s.at
     order by s.at`.execute(db);
   const first = rows[0]?.at ?? from;
@@ -119,6 +135,9 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
         clawedBack: n(r.clawed_back),
         outstanding: n(r.outstanding),
         pending: n(r.pending),
+        activeMembers: interval === 'day' ? n(r.active_members) : null,
+        newMembers: n(r.new_members),
+        members: n(r.members),
       };
     }),
     rewards,
@@ -146,7 +165,7 @@ async function tierCounts(db: Queryable, shopId: string): Promise<TierCount[]> {
   return rows.map((r) => ({ tierId: r.id, name: r.name, members: Number(r.members) }));
 }
 
-const BUCKET_COLUMNS = ['issued_orders', 'issued_rules', 'issued_manual', 'issued_referrals', 'removed_manual', 'redeemed', 'expired', 'clawed_back', 'pending'];
+const BUCKET_COLUMNS = ['issued_orders', 'issued_rules', 'issued_manual', 'issued_referrals', 'removed_manual', 'redeemed', 'expired', 'clawed_back', 'pending', 'active_members', 'members'];
 const REWARD_COLUMNS = ['codes', 'points', 'discount'];
 
 /**
@@ -183,4 +202,22 @@ export async function compactInsights(db: DB, before: Date, options: PurgeOption
     });
   }
   return folded;
+}
+
+/**
+ * Deletes the active-member markers of days before `before`'s UTC date: at least two local days
+ * past in any time zone, so no entry can mark them again. In the retention loop.
+ */
+export async function purgeActiveMemberMarkers(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
+  return purgeInBatches<true>(options, async (_position, limit) => {
+    const { rows } = await sql<{ n: string }>`
+      with gone as (
+        delete from insight_active_days where (day, shop_id, customer_id) in (
+          select day, shop_id, customer_id from insight_active_days where day < ${before.toISOString().slice(0, 10)}::date
+          order by day, shop_id, customer_id limit ${limit})
+        returning 1)
+      select count(*) as n from gone`.execute(db);
+    const n = Number(rows[0]!.n);
+    return { deleted: n, next: n < limit ? null : true };
+  });
 }

@@ -62,7 +62,7 @@ export function invalidCursor(): ValidationError {
  */
 export type SeqList<R extends { seq: number }> = {
   table: 'activities' | 'discount_codes' | 'referrals' | 'orders';
-  parent: 'customer_id' | 'referrer_id';
+  parent: 'customer_id' | 'referrer_id' | 'shop_id';
   rowsOf: (parentId: Expression<string>) => SelectQueryBuilder<any, any, R>;
   column: string;
   direction: 'asc' | 'desc';

@@ -304,6 +304,11 @@ export function listActivities(db: Queryable, shopId: string, customerId: string
   return pageBySeq(db, customerId, ledger(db, shopId), args, toActivity);
 }
 
+/** The shop's whole ledger, newest first (a dashboard's recent activity): keyed by (shop_id, seq). */
+export function listShopActivities(db: Queryable, shopId: string, args: PageArgs): Promise<Page<Activity>> {
+  return pageBySeq(db, shopId, { ...ledger(db, shopId), parent: 'shop_id', rowsOf: () => db.selectFrom('activities').selectAll().where('shop_id', '=', shopId) }, args, toActivity);
+}
+
 /** listActivities for many customers in one statement: a page of each one's ledger, in the order of `customerIds`. */
 export function listActivitiesOfCustomers(db: Queryable, shopId: string, customerIds: readonly string[], args: PageArgs): Promise<Array<Page<Activity>>> {
   return pagesBySeq(db, customerIds, ledger(db, shopId), args, toActivity);

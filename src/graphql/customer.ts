@@ -1,5 +1,5 @@
-import { findCustomer, listCustomers, toCustomer, upsertCustomer, type Customer as CustomerShape } from '../domain/customers.js';
-import { listActivitiesOfCustomers } from '../domain/points.js';
+import { customersByIds, findCustomer, listCustomers, toCustomer, upsertCustomer, type Customer as CustomerShape } from '../domain/customers.js';
+import { listActivitiesOfCustomers, listShopActivities } from '../domain/points.js';
 import { Activity } from './activity.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
@@ -30,7 +30,26 @@ export const Customer = builder.objectRef<CustomerShape>('Customer').implement({
   }),
 });
 
+// An entry of the shop-wide ledger names its customer for people (e-mail, shop id): admin only.
+builder.objectFields(Activity, (t) => ({
+  holder: t.loadable({
+    subGraphs: ['admin'],
+    type: Customer,
+    nullable: true,
+    description: 'The customer whose balance the entry changed; null once the customer is deleted.',
+    loaderOptions: BATCH_ONLY,
+    load: (customerIds: string[], ctx) => customersByIds(ctx.db, ctx.shop.id, customerIds),
+    resolve: (activity) => activity.customer,
+  }),
+}));
+
 builder.queryFields((t) => ({
+  activities: t.field({
+    type: ActivityConnection,
+    description: 'The shop\'s points ledger, every customer\'s, newest first.',
+    args: PAGE_ARGS,
+    resolve: async (_root, args, ctx) => toConnection(await listShopActivities(ctx.db, ctx.shop.id, forwardPageArgs(args))),
+  }),
   customer: t.field({
     type: Customer,
     nullable: true,

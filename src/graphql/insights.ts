@@ -33,6 +33,14 @@ const PointsInsight = builder.objectRef<PointsInsightShape>('PointsInsight').imp
     clawedBack: t.expose('clawedBack', { type: 'BigCount', description: 'Taken back by refunds and cancellations.' }),
     outstanding: t.expose('outstanding', { type: 'BigCount', description: 'Points in customers\' balances at the interval\'s end: the program\'s liability.' }),
     pending: t.expose('pending', { type: 'BigCount', description: 'Points held as pending at the interval\'s end (orders\' points waiting for pendingDays).' }),
+    activeMembers: t.expose('activeMembers', {
+      type: 'BigCount',
+      nullable: true,
+      description:
+        'Customers with a ledger entry other than an expiry, or an order\'s pending points, on this local day (of the shop\'s time zone when the entry was written). Days only: null in an hourly series.',
+    }),
+    newMembers: t.expose('newMembers', { type: 'BigCount', description: 'Customers who joined in the interval.' }),
+    members: t.expose('members', { type: 'BigCount', description: 'All customers at the interval\'s end.' }),
   }),
 });
 
