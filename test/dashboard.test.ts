@@ -10,10 +10,37 @@ let shop: { shopId: string; apiKey: string };
 let chromium: BrowserSession;
 let page: Page;
 
+const DAY = 86_400_000;
+const fmt = (n: number) => new Intl.NumberFormat('en-US').format(n);
+const PROGRAM = `query($from: DateTime!, $to: DateTime!) {
+  shop { insights(from: $from, to: $to) { points { issued { total } redeemed expired outstanding pending activeMembers members }
+    rewards { name codes points } tiers { name members } } }
+  activities(first: 15) { edges { node { _id newPoints oldPoints holder { email shopifyCustomerId } } } } }`;
+
 beforeAll(async () => {
   t = await startTestApp();
   shop = await t.shop('Dashboard shop');
-  await t.customer(shop.shopId, 'd-1', 100);
+  const setup = await t.graphql(
+    shop.apiKey,
+    `mutation {
+      o: earningRuleCreate(input: { type: place_order, name: "1 per $1", earnPoint: 1, spent: "1.00" }) { userErrors { code } }
+      t: tierCreate(input: { name: "Gold", threshold: "300", multiplier: "1" }) { userErrors { code } }
+      r: pointsRedemptionCreate(input: { name: "$5 off", type: amount, rewardValue: 50, discountValue: 5 }) { pointsRedemption { _id } userErrors { code } }
+    }`,
+  );
+  expect(JSON.stringify(setup.data)).not.toContain('"code"');
+  for (const [id, points] of [['d-1', 100], ['d-2', 400], ['d-3', 0]] as const) {
+    await t.customer(shop.shopId, id);
+    if (points) expect((await t.post('/rest-api/v1/points/add', { customerIdentifier: id, amount: points }, shop.apiKey)).status).toBe(200);
+  }
+  const order = await fetch(`${t.url}/rest-api/v1/orders/o-1`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${shop.apiKey}` },
+    body: JSON.stringify({ customerIdentifier: 'd-3', currency: 'USD', subtotal: '80.00', total: '80.00', status: 'paid', lineItems: [{ productId: 'p', quantity: 1, price: '80.00' }] }),
+  });
+  expect(order.status).toBe(201);
+  const redeemed = await t.post('/rest-api/v1/pointsRedemptions', { customerIdentifier: 'd-2', rewardId: setup.data.r.pointsRedemption._id, pointsAmount: 50 }, shop.apiKey);
+  expect(redeemed.status).toBe(200);
   chromium = await openChromium(t.url);
   page = chromium.page;
 });
@@ -30,61 +57,169 @@ const addPoints = async (path: 'add' | 'substract', amount: number) => {
   return (await res.json()).activity;
 };
 
-describe('GET /dashboard in a real Chromium', () => {
-  it('serves the page and everything it loads from this server, with a strict CSP', async () => {
+/** What the page should show, read from the API: the last 30 local days' insights and the latest entries. */
+async function fromApi() {
+  const now = Date.now();
+  const res = await t.graphql(shop.apiKey, PROGRAM, { from: new Date(now - 29 * DAY).toISOString(), to: new Date(now + 1000).toISOString() });
+  expect(res.errors).toBeUndefined();
+  const { points, rewards, tiers } = res.data.shop.insights;
+  const last = points.at(-1);
+  const sum = (f: (p: any) => number) => points.reduce((s: number, p: any) => s + f(p), 0);
+  const issued = sum((p) => p.issued.total);
+  const redeemed = sum((p) => p.redeemed);
+  return {
+    kpis: {
+      '#kpi-members': fmt(last.members),
+      '#kpi-active': fmt(last.activeMembers),
+      '#kpi-outstanding': fmt(last.outstanding),
+      '#kpi-pending': fmt(last.pending),
+      '#kpi-issued': fmt(issued),
+      '#kpi-redeemed': fmt(redeemed),
+      '#kpi-rate': `${((redeemed * 100) / issued).toFixed(1)} %`,
+      '#kpi-expired': fmt(sum((p) => p.expired)),
+    },
+    rewards: rewards.map((r: any) => [r.name, fmt(r.codes), fmt(r.points)]),
+    tiers: [['No tier', fmt(last.members - tiers.reduce((s: number, x: any) => s + x.members, 0))], ...tiers.map((x: any) => [x.name, fmt(x.members)])],
+    activities: res.data.activities.edges.map(({ node }: any) => [node._id, `${node.holder.email} (${node.holder.shopifyCustomerId})`, fmt(node.newPoints)]),
+  };
+}
+
+/** The figures the page shows, read off its DOM. */
+async function shown() {
+  const kpis: Record<string, string | null> = {};
+  for (const id of ['members', 'active', 'outstanding', 'pending', 'issued', 'redeemed', 'rate', 'expired']) kpis[`#kpi-${id}`] = await text(`#kpi-${id}`);
+  const rows = (selector: string, cells: number[]) =>
+    page.$$eval(`${selector} tbody tr`, (trs, cells) => trs.map((tr) => cells.map((i) => tr.children[i]?.textContent ?? '')), cells);
+  return {
+    kpis,
+    rewards: await rows('#rewards-table', [0, 2, 3]),
+    tiers: await rows('#tiers-table', [0, 1]),
+    activities: await page.$$eval('#activity tbody tr', (trs) => trs.map((tr) => [(tr as HTMLElement).dataset.key, tr.children[0]!.textContent, tr.children[3]!.textContent])),
+  };
+}
+
+/** Until the page shows what the API says (the page refreshes a moment after each event). */
+async function untilShowsApi(what: string) {
+  let last: unknown;
+  await until(async () => {
+    const [api, page] = await Promise.all([fromApi(), shown()]);
+    last = { api, page };
+    return JSON.stringify(api) === JSON.stringify(page);
+  }, 15_000, `${what}: ${JSON.stringify(last)}`);
+}
+
+/** WCAG's contrast ratio of an element's text against the first opaque background behind it. */
+function contrastOf(selector: string) {
+  return page.$eval(selector, (el) => {
+    const rgb = (c: string) => (c.match(/[\d.]+/g) ?? []).map(Number);
+    const luminance = ([r, g, b]: number[]) => {
+      const lin = (v: number) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * lin(r!) + 0.7152 * lin(g!) + 0.0722 * lin(b!);
+    };
+    let bg: number[] = [255, 255, 255];
+    for (let e: Element | null = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] === 1)) {
+        bg = c.slice(0, 3);
+        break;
+      }
+    }
+    const [a, b] = [luminance(rgb(getComputedStyle(el).color)), luminance(bg)];
+    return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  });
+}
+
+describe('GET /dashboard, the program page, in a real Chromium', () => {
+  it('serves the page and everything it loads (Chart.js included) from this server, with a strict CSP', async () => {
     const res = await fetch(`${t.url}/dashboard`);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toContain('text/html');
     expect(res.headers.get('content-security-policy')).toContain("connect-src 'self'");
-    const client = await fetch(`${t.url}/dashboard/graphql-ws.js`);
-    expect(client.status).toBe(200);
-    expect(await client.text()).toContain('graphqlWs');
+    for (const [path, global] of [['/dashboard/graphql-ws.js', 'graphqlWs'], ['/dashboard/chart.js', 'Chart']]) {
+      const script = await fetch(`${t.url}${path}`);
+      expect(script.status).toBe(200);
+      expect(await script.text()).toContain(global);
+    }
   });
 
-  it('shows a points change made over REST as it happens, with counts and balances', async () => {
+  it('can be used with the keyboard alone: every control labelled, the key typed and submitted', async () => {
     await page.goto(`${t.url}/dashboard`);
     expect(await text('#status')).toBe('not connected');
-    await page.fill('#api-key', shop.apiKey);
-    await page.click('#connect-button');
+    const unlabelled = await page.$$eval('input, select, button', (els) =>
+      els.filter((el) => !(el as HTMLInputElement).labels?.length && !el.textContent?.trim() && !el.closest('label')).map((el) => el.outerHTML),
+    );
+    expect(unlabelled).toEqual([]);
+    expect(await page.$$eval('canvas', (cs) => cs.every((c) => c.getAttribute('role') === 'img' && (c.getAttribute('aria-label') ?? '').length > 20))).toBe(true);
+    for (let i = 0; i < 10 && (await page.evaluate(() => document.activeElement?.id)) !== 'api-key'; i++) await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('api-key');
+    await page.keyboard.type(shop.apiKey);
+    await page.keyboard.press('Enter');
     await page.waitForSelector('#status.live');
-    await page.waitForSelector('#topic-list input[value="points/*"]:checked');
     await until(() => t.app.bus.stats().listeners === 1, 10_000, 'the page\'s subscription');
-
-    const activity = await addPoints('add', 25);
-    await page.waitForSelector('#events li[data-type="points/added"]');
-    expect(await text('#events li .id')).toMatch(/^evt_/);
-    const json = JSON.parse((await text('#events li pre'))!);
-    expect(json).toEqual(activity);
-    expect(await text('#counts tr[data-key="points/added"] td.num')).toBe('1');
-    expect(await text(`#balances tr[data-key="${activity.customer}"] td:nth-child(2)`)).toBe('125');
-    expect(await text('#points-net')).toBe('+25');
-    // People know customers by e-mail and the shop's id, not by our internal _id.
-    await page.waitForFunction((id) => document.querySelector(`#balances tr[data-key="${id}"] td`)?.textContent !== '…', activity.customer);
-    expect(await text(`#balances tr[data-key="${activity.customer}"] td:nth-child(1)`)).toBe('d-1@example.com (d-1)');
-    expect(await page.locator('#balances').innerText()).not.toContain(activity.customer);
-
-    await addPoints('substract', 5);
-    await page.waitForFunction(() => document.querySelectorAll('#events li').length === 2);
-    expect(await text('#events li .type')).toBe('points/subtracted'); // newest first
-    expect(await text(`#balances tr[data-key="${activity.customer}"] td:nth-child(2)`)).toBe('120');
-    expect(await text('#points-net')).toBe('+20');
-    expect(await text('#count-total')).toBe('2');
-
-    expect(existsSync(await chromium.screenshot('dashboard.png'))).toBe(true);
+    await page.waitForSelector('body[data-refreshed-at]');
+    // The key lives in the page's memory only.
+    expect(await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie)).not.toContain(shop.apiKey);
   });
 
-  it('follows the topic filter: unchecked topics stop arriving', async () => {
+  it('shows the figures the API gives, at 1280 px, with text contrast of at least 4.5:1', async () => {
+    await untilShowsApi('the first figures');
+    const first = await shown();
+    expect(first.kpis['#kpi-members']).toBe('3');
+    expect(first.kpis['#kpi-redeemed']).toBe('50');
+    expect(first.tiers).toEqual([['No tier', '2'], ['Gold', '1']]);
+    expect(first.rewards).toEqual([['$5 off', '1', '50']]);
+    expect(first.activities[0]![1]).toBe('d-2@example.com (d-2)');
+    // Every table of the charts holds the series the chart draws: one row per day of the period.
+    expect(await page.locator('#flow-table tbody tr').count()).toBeGreaterThanOrEqual(30);
+    for (const selector of ['h1', '.kpis dt', '.kpis dd', '.kpis dd.sub', '.hint', '#activity td', 'button[type=submit]', 'summary', '.status']) {
+      expect(await contrastOf(selector), selector).toBeGreaterThanOrEqual(4.5);
+    }
+    // Nothing wider than the window.
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1280);
+    expect(existsSync(await chromium.screenshot('dashboard-1280.png'))).toBe(true);
+  });
+
+  it('shows a change made over REST without a reload: figures, recent activity and the live event', async () => {
+    await page.evaluate(() => ((window as any).notReloaded = true));
+    const before = await text('#kpi-outstanding');
+    const activity = await addPoints('add', 25);
+    await page.waitForSelector('#events li[data-type="points/added"]');
+    expect(JSON.parse((await text('#events li pre'))!)).toEqual(activity);
+    await page.waitForSelector(`#activity tbody tr[data-key="${activity._id}"]`);
+    await untilShowsApi('after points/add');
+    const after = await shown();
+    expect(Number(after.kpis['#kpi-outstanding']!.replace(/,/g, ''))).toBe(Number(before!.replace(/,/g, '')) + 25);
+    expect(after.activities[0]).toEqual([activity._id, 'd-1@example.com (d-1)', '125']);
+    expect(await text('#counts tr[data-key="points/added"] td.num')).toBe('1');
+    expect(await page.evaluate(() => (window as any).notReloaded)).toBe(true);
+  });
+
+  it('reads well on a phone width: one column, nothing wider than the screen', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForFunction(() => document.documentElement.scrollWidth <= 390);
+    const boxes = await page.$$eval('.kpis > div, .charts > section', (els) => els.map((el) => el.getBoundingClientRect().right));
+    expect(Math.max(...boxes)).toBeLessThanOrEqual(390);
+    // The charts stack: each as wide as the page's column.
+    const widths = await page.$$eval('.charts > section', (els) => els.map((el) => Math.round(el.getBoundingClientRect().width)));
+    expect(new Set(widths).size).toBe(1);
+    await untilShowsApi('at 390 px');
+    expect(existsSync(await chromium.screenshot('dashboard-390.png'))).toBe(true);
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
+  it('lists only the checked topics, while the figures follow every event', async () => {
     await page.uncheck('#topic-list input[value="points/*"]');
     await page.check('#topic-list input[value="points/updated"]');
-    await until(() => t.app.bus.stats().listeners === 1, 10_000, 'the renewed subscription');
-    await addPoints('add', 1); // points/added: no longer shown
+    const listed = await page.locator('#events li').count();
+    const added = await addPoints('add', 1); // points/added: counted, not listed
     const set = await t.post('/rest-api/v1/points/update', { customerIdentifier: 'd-1', amount: 500 }, shop.apiKey);
     expect(set.status).toBe(200);
     await page.waitForSelector('#events li[data-type="points/updated"]');
-    expect(await page.locator('#events li').count()).toBe(3);
-    expect(await text('#counts tr[data-key="points/added"] td.num')).toBe('1');
-    // +20 so far; the unseen +1 is not counted, the set from 121 to 500 is: +379.
-    expect(await text('#points-net')).toBe('+399');
+    expect(await page.locator('#events li').count()).toBe(listed + 1);
+    expect(await page.locator(`#events li pre:has-text("${added._id}")`).count()).toBe(0);
+    expect(await text('#counts tr[data-key="points/added"] td.num')).toBe('2');
+    await untilShowsApi('after the set');
+    expect((await shown()).kpis['#kpi-outstanding']).toBe(fmt(500 + 350 + 80));
   });
 
   it('says so when the key is refused, and nothing else went wrong on the page', async () => {

@@ -6,13 +6,17 @@ import type { FastifyInstance } from 'fastify';
 
 const here = join(dirname(fileURLToPath(import.meta.url)), 'dashboard');
 // graphql-ws's own browser build (UMD, sets window.graphqlWs): served by us, no CDN.
-const graphqlWsBrowserBuild = join(dirname(createRequire(import.meta.url).resolve('graphql-ws')), '..', 'umd', 'graphql-ws.min.js');
+const require = createRequire(import.meta.url);
+const graphqlWsBrowserBuild = join(dirname(require.resolve('graphql-ws')), '..', 'umd', 'graphql-ws.min.js');
+// Chart.js's browser build (UMD, sets window.Chart), beside its CommonJS entry.
+const chartJsBrowserBuild = join(dirname(require.resolve('chart.js')), 'chart.umd.min.js');
 
 const FILES: Record<string, { path: string; type: string }> = {
   '/dashboard': { path: join(here, 'index.html'), type: 'text/html; charset=utf-8' },
   '/dashboard/dashboard.js': { path: join(here, 'dashboard.js'), type: 'text/javascript; charset=utf-8' },
   '/dashboard/dashboard.css': { path: join(here, 'dashboard.css'), type: 'text/css; charset=utf-8' },
   '/dashboard/graphql-ws.js': { path: graphqlWsBrowserBuild, type: 'text/javascript; charset=utf-8' },
+  '/dashboard/chart.js': { path: chartJsBrowserBuild, type: 'text/javascript; charset=utf-8' },
 };
 
 // Everything the page loads comes from this server; the API key typed into it can go nowhere else.
@@ -24,8 +28,9 @@ const SECURITY_HEADERS = {
 };
 
 /**
- * GET /dashboard: a page where a shop owner pastes an API key and watches the shop's events
- * arrive over graphql-ws. Static files, read once at start-up; no build step.
+ * GET /dashboard: the program page, where a shop owner pastes an API key and sees the program's
+ * figures, charts and recent activity, kept live over graphql-ws, and the shop's events as they
+ * arrive. Static files, read once at start-up; no build step.
  */
 export function registerDashboard(app: FastifyInstance): void {
   for (const [url, file] of Object.entries(FILES)) {

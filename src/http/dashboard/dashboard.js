@@ -1,29 +1,52 @@
-// The live dashboard: one graphql-ws connection authenticated with the pasted API key, one
-// `events` subscription on the checked topics. Plain browser JavaScript, no build step;
-// graphql-ws's browser build (served beside this file) provides window.graphqlWs.
+// The program page: one graphql-ws connection authenticated with the pasted API key (kept in this
+// script's memory only), one query for the figures (insights, recent ledger entries) and one
+// `events` subscription on every topic: each event refreshes the figures, and those on the checked
+// topics are listed. Plain browser JavaScript, no build step; graphql-ws's and Chart.js's browser
+// builds (served beside this file, from node_modules) provide window.graphqlWs and window.Chart.
 'use strict';
 
 const MAX_EVENTS = 100;
+const RECENT = 15;
+const DAY = 86_400_000;
+// Events come in bursts (an order earns, a tier changes, a webhook is queued): one refresh after the burst.
+const REFRESH_AFTER_MS = 250;
 const $ = (selector) => document.querySelector(selector);
 const EVENTS_QUERY = 'subscription Live($topics: [String!]!) { events(topics: $topics) { id type timestamp shopId data } }';
-const CUSTOMERS_QUERY =
-  'query Names($after: String) { customers(first: 250, after: $after) { edges { node { _id email shopifyCustomerId } } pageInfo { hasNextPage endCursor } } }';
-// Names are looked up by reading the customer list: at most this many pages (250 each) a pass, and
-// a new pass for a customer not seen yet at most every NAME_RETRY_MS.
-const NAME_PAGES = 40;
-const NAME_RETRY_MS = 10_000;
+const PROGRAM_QUERY = `query Program($from: DateTime!, $to: DateTime!, $recent: Int!) {
+  shop { insights(from: $from, to: $to, interval: day) {
+    timezone
+    points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members }
+    rewards { rewardId name type codes points discount }
+    tiers { tierId name members }
+  } }
+  activities(first: $recent) { edges { node { _id type settingType oldPoints newPoints createdAt holder { email shopifyCustomerId } } } }
+}`;
+const ACTIVITY_LABELS = {
+  add_points: 'Points added',
+  subtract_points: 'Points subtracted',
+  update_points: 'Balance set',
+  earn_points: 'Earned',
+  redeem_points: 'Redeemed',
+  referral_reward: 'Referral reward',
+  expire_points: 'Expired',
+  clawback_points: 'Taken back (refund)',
+};
+// Okabe-Ito: told apart with any colour vision.
+const COLORS = { blue: '#0072B2', sky: '#56B4E9', green: '#009E73', pink: '#CC79A7', orange: '#E69F00', vermilion: '#D55E00', yellow: '#F0E442', black: '#000000' };
+const numbers = new Intl.NumberFormat('en-US');
+const fmt = (n) => numbers.format(n);
+const signed = (n) => `${n > 0 ? '+' : ''}${fmt(n)}`;
 
 const state = {
   client: null,
   unsubscribe: null,
+  groups: [],
   counts: new Map(),
   total: 0,
-  net: 0,
-  balances: new Map(), // customer _id -> { balance, delta }
-  // Events name customers by their internal _id; people know them by e-mail and the shop's id.
-  names: new Map(), // customer _id -> 'email (shopifyCustomerId)'
-  namesPass: null, // the running pass over the customer list
-  namesPassAt: 0,
+  charts: null,
+  refreshTimer: null,
+  refreshing: Promise.resolve(),
+  shownActivities: null, // ids in the recent-activity table, to mark the new ones
 };
 
 function setStatus(text, kind) {
@@ -47,7 +70,11 @@ function connect(apiKey) {
     retryAttempts: Infinity,
     shouldRetry: (event) => !(event && event.code === 4403),
     on: {
-      connected: () => setStatus('live', 'live'),
+      connected: () => {
+        setStatus('live', 'live');
+        // Whatever changed while the connection was down.
+        scheduleRefresh();
+      },
       closed: (event) => {
         if (state.client !== client) return;
         if (event && event.code === 4403) {
@@ -61,8 +88,7 @@ function connect(apiKey) {
     onNonLazyError: () => {},
   });
   state.client = client;
-  state.names.clear();
-  state.namesPassAt = 0;
+  state.shownActivities = null;
   $('#connect-button').disabled = true;
   $('#disconnect-button').disabled = false;
   loadTopics(client);
@@ -81,23 +107,22 @@ function disconnect(resetStatus = true) {
   if (resetStatus) setStatus('not connected', 'idle');
 }
 
-function loadTopics(client) {
-  client.subscribe(
-    { query: '{ webhookTopics { topic description } }' },
-    {
-      next: ({ data }) => {
-        if (data) renderTopics(data.webhookTopics);
-      },
-      error: () => {},
-      complete: () => {},
-    },
-  );
+function query(client, payload) {
+  return new Promise((resolve, reject) => {
+    let result;
+    client.subscribe(payload, { next: (r) => (result = r), error: reject, complete: () => resolve(result) });
+  });
+}
+
+async function loadTopics(client) {
+  const result = await query(client, { query: '{ webhookTopics { topic description } }' }).catch(() => null);
+  if (result?.data && state.client === client) renderTopics(result.data.webhookTopics);
 }
 
 function renderTopics(topics) {
   const list = $('#topic-list');
   list.replaceChildren();
-  const groups = [...new Set(topics.map((t) => t.topic.split('/')[0]))];
+  state.groups = [...new Set(topics.map((t) => t.topic.split('/')[0]))];
   const box = (parent, value, text, title, checked, group) => {
     const label = document.createElement('label');
     if (group) label.className = 'group';
@@ -106,13 +131,14 @@ function renderTopics(topics) {
     input.type = 'checkbox';
     input.value = value;
     input.checked = checked;
-    input.dataset.group = group ? value.split('/')[0] : '';
     label.append(input, ` ${text}`);
     parent.append(label);
   };
-  for (const group of groups) {
+  for (const group of state.groups) {
     const div = document.createElement('div');
     div.className = 'topic-group';
+    div.setAttribute('role', 'group');
+    div.setAttribute('aria-label', `${group} topics`);
     box(div, `${group}/*`, `${group}/*`, `every ${group} event`, true, true);
     for (const t of topics.filter((t) => t.topic.startsWith(`${group}/`))) box(div, t.topic, t.topic.split('/')[1], t.description, false, false);
     list.append(div);
@@ -121,51 +147,10 @@ function renderTopics(topics) {
   subscribe();
 }
 
-function query(client, payload) {
-  return new Promise((resolve, reject) => {
-    let result;
-    client.subscribe(payload, { next: (r) => (result = r), error: reject, complete: () => resolve(result) });
-  });
-}
-
-function learnName(customer) {
-  if (customer && customer._id && customer.email) state.names.set(customer._id, `${customer.email} (${customer.shopifyCustomerId})`);
-}
-
-/** Reads the customer list until every balance shown has a name (or the page budget is spent). */
-function lookUpNames() {
-  const client = state.client;
-  const missing = () => [...state.balances.keys()].some((id) => !state.names.has(id));
-  if (!client || state.namesPass || !missing() || Date.now() - state.namesPassAt < NAME_RETRY_MS) return;
-  state.namesPassAt = Date.now();
-  state.namesPass = (async () => {
-    let after = null;
-    for (let page = 0; page < NAME_PAGES && missing(); page++) {
-      const { data } = await query(client, { query: CUSTOMERS_QUERY, variables: { after } });
-      if (!data || state.client !== client) return;
-      for (const { node } of data.customers.edges) learnName(node);
-      renderBalances();
-      if (!data.customers.pageInfo.hasNextPage) return;
-      after = data.customers.pageInfo.endCursor;
-    }
-  })()
-    .catch(() => {})
-    .finally(() => {
-      state.namesPass = null;
-    });
-}
-
-function selectedTopics() {
-  const checked = [...document.querySelectorAll('#topic-list input:checked')].map((i) => i.value);
-  // A checked group covers its topics.
-  const groups = new Set(checked.filter((t) => t.endsWith('/*')).map((t) => t.split('/')[0]));
-  return checked.filter((t) => t.endsWith('/*') || !groups.has(t.split('/')[0]));
-}
-
+/** Every topic: each event refreshes the figures; the checked ones are also listed. */
 function subscribe() {
   state.unsubscribe?.();
-  state.unsubscribe = null;
-  const topics = selectedTopics();
+  const topics = state.groups.map((group) => `${group}/*`);
   if (!state.client || topics.length === 0) return;
   state.unsubscribe = state.client.subscribe(
     { query: EVENTS_QUERY, variables: { topics } },
@@ -180,63 +165,217 @@ function subscribe() {
   );
 }
 
+function isShown(type) {
+  const checked = new Set([...document.querySelectorAll('#topic-list input:checked')].map((i) => i.value));
+  return checked.has(type) || checked.has(`${type.split('/')[0]}/*`);
+}
+
 function onEvent(event) {
   state.counts.set(event.type, (state.counts.get(event.type) ?? 0) + 1);
   state.total++;
-  const data = event.data ?? {};
-  if (event.type.startsWith('customers/')) learnName(data);
-  if (event.type.startsWith('points/')) {
-    trackBalance(data.customer, data.newPoints, data.newPoints - data.oldPoints);
-  } else if (event.type === 'redemptions/created') {
-    const known = state.balances.get(data.customer);
-    trackBalance(data.customer, known ? known.balance - data.pointsAmount : null, -data.pointsAmount);
-  }
   renderCounts();
-  renderBalances(data.customer);
-  prependEvent(event);
-  lookUpNames();
+  if (isShown(event.type)) prependEvent(event);
+  scheduleRefresh();
 }
 
-function trackBalance(customer, balance, delta) {
-  state.net += delta;
-  state.balances.set(customer, { balance, delta });
+function scheduleRefresh() {
+  clearTimeout(state.refreshTimer);
+  state.refreshTimer = setTimeout(() => {
+    state.refreshing = state.refreshing.then(refresh).catch(() => {});
+  }, REFRESH_AFTER_MS);
+}
+
+async function refresh() {
+  const client = state.client;
+  if (!client) return;
+  const days = Number($('#range').value);
+  const now = Date.now();
+  // Every local day of the shop from `days - 1` days ago to today (the first rounded down to its midnight).
+  const variables = { from: new Date(now - (days - 1) * DAY).toISOString(), to: new Date(now + 1000).toISOString(), recent: RECENT };
+  const result = await query(client, { query: PROGRAM_QUERY, variables });
+  if (state.client !== client) return;
+  if (!result?.data) {
+    setStatus(result?.errors?.[0]?.message ?? 'the figures could not be read', 'error');
+    return;
+  }
+  renderProgram(result.data.shop.insights, days);
+  renderActivity(result.data.activities.edges.map((e) => e.node), result.data.shop.insights.timezone);
+  document.body.dataset.refreshedAt = String(now);
+}
+
+function text(selector, value) {
+  $(selector).textContent = value;
+}
+
+function renderProgram(insights, days) {
+  const points = insights.points;
+  const last = points.at(-1);
+  const sum = (f) => points.reduce((s, p) => s + f(p), 0);
+  const issued = sum((p) => p.issued.total);
+  const redeemed = sum((p) => p.redeemed);
+  text('#period', `(last ${days} days, days of ${insights.timezone})`);
+  text('#kpi-members', fmt(last.members));
+  text('#kpi-new-members', `${signed(sum((p) => p.newMembers))} in the period`);
+  text('#kpi-active', fmt(last.activeMembers ?? 0));
+  text('#kpi-outstanding', fmt(last.outstanding));
+  text('#kpi-pending', fmt(last.pending));
+  text('#kpi-issued', fmt(issued));
+  text('#kpi-redeemed', fmt(redeemed));
+  text('#kpi-rate', issued > 0 ? `${((redeemed * 100) / issued).toFixed(1)} %` : '–');
+  text('#kpi-expired', fmt(sum((p) => p.expired)));
+
+  const dayLabel = new Intl.DateTimeFormat('en-US', { timeZone: insights.timezone, month: 'short', day: 'numeric' });
+  const labels = points.map((p) => dayLabel.format(new Date(p.at)));
+  const tierRows = insights.tiers.map((t) => [t.name, t.members]);
+  tierRows.unshift(['No tier', last.members - insights.tiers.reduce((s, t) => s + t.members, 0)]);
+  const charts = state.charts ?? (state.charts = createCharts());
+  setChart(charts.flow, labels, [
+    points.map((p) => p.issued.orders),
+    points.map((p) => p.issued.rules),
+    points.map((p) => p.issued.manual),
+    points.map((p) => p.issued.referrals),
+    points.map((p) => -p.redeemed),
+    points.map((p) => -p.expired),
+    points.map((p) => -p.clawedBack),
+    points.map((p) => -p.removedManually),
+  ]);
+  setChart(charts.liability, labels, [points.map((p) => p.outstanding), points.map((p) => p.pending)]);
+  setChart(charts.members, labels, [points.map((p) => p.activeMembers ?? 0), points.map((p) => p.newMembers)]);
+  setChart(charts.tiers, tierRows.map(([name]) => name), [tierRows.map(([, n]) => n)]);
+
+  table('#flow-table', ['Day', 'Orders', 'Rules', 'Manual', 'Referrals', 'Issued', 'Redeemed', 'Expired', 'Taken back', 'Removed'], points.map((p, i) => [
+    labels[i], p.issued.orders, p.issued.rules, p.issued.manual, p.issued.referrals, p.issued.total, p.redeemed, p.expired, p.clawedBack, p.removedManually,
+  ]));
+  table('#liability-table', ['Day', 'Outstanding', 'Pending'], points.map((p, i) => [labels[i], p.outstanding, p.pending]));
+  table('#members-table', ['Day', 'Active', 'New', 'Members'], points.map((p, i) => [labels[i], p.activeMembers ?? 0, p.newMembers, p.members]));
+  table('#tiers-table', ['Tier', 'Members'], tierRows);
+  table('#rewards-table', ['Reward', 'Type', 'Codes', 'Points spent', 'Discount given'], insights.rewards.slice(0, 10).map((r) => [
+    r.name ?? '(deleted reward)', r.type ?? '–', r.codes, r.points, discountText(r),
+  ]), 'No redemptions in the period.');
+}
+
+// Money off adds up; percentages do not.
+const discountText = (reward) => (reward.type === 'percentage' ? '–' : reward.discount);
+
+/** A table with a header row and one row per item; numbers right-aligned and grouped. */
+function table(selector, headers, rows, empty) {
+  const el = $(selector);
+  const head = document.createElement('thead');
+  const tr = document.createElement('tr');
+  headers.forEach((h, i) => tr.append(cell('th', h, i > 0 ? 'num' : null, 'col')));
+  head.append(tr);
+  const body = document.createElement('tbody');
+  for (const row of rows) {
+    const r = document.createElement('tr');
+    row.forEach((value, i) => r.append(i === 0 ? cell('th', value, null, 'row') : cell('td', typeof value === 'number' ? fmt(value) : value, 'num')));
+    body.append(r);
+  }
+  if (rows.length === 0 && empty) {
+    const r = document.createElement('tr');
+    const td = cell('td', empty, 'hint');
+    td.colSpan = headers.length;
+    r.append(td);
+    body.append(r);
+  }
+  el.replaceChildren(head, body);
+}
+
+function cell(tag, value, className, scope) {
+  const el = document.createElement(tag);
+  if (className) el.className = className;
+  if (scope) el.scope = scope;
+  el.textContent = String(value);
+  return el;
+}
+
+function createCharts() {
+  const Chart = window.Chart;
+  Chart.defaults.animation = false;
+  Chart.defaults.color = '#1f2937';
+  Chart.defaults.font.family = 'system-ui, sans-serif';
+  Chart.defaults.maintainAspectRatio = false;
+  const dataset = (label, color, extra = {}) => ({ label, backgroundColor: color, borderColor: color, data: [], ...extra });
+  const make = (id, type, datasets, options = {}) => new Chart($(id), { type, data: { labels: [], datasets }, options });
+  // Counts of people and points: no ticks between whole numbers.
+  const wholeNumbers = { beginAtZero: true, ticks: { precision: 0 } };
+  const stacked = { scales: { x: { stacked: true }, y: { stacked: true, ticks: { precision: 0 } } } };
+  return {
+    flow: make('#flow-chart', 'bar', [
+      dataset('Orders', COLORS.blue, { stack: 'in' }),
+      dataset('Rules', COLORS.sky, { stack: 'in' }),
+      dataset('Manual', COLORS.green, { stack: 'in' }),
+      dataset('Referrals', COLORS.pink, { stack: 'in' }),
+      dataset('Redeemed', COLORS.orange, { stack: 'out' }),
+      dataset('Expired', COLORS.vermilion, { stack: 'out' }),
+      dataset('Taken back', COLORS.black, { stack: 'out' }),
+      dataset('Removed', COLORS.yellow, { stack: 'out' }),
+    ], stacked),
+    liability: make('#liability-chart', 'line', [dataset('Outstanding', COLORS.blue, { pointRadius: 2 }), dataset('Pending', COLORS.orange, { pointRadius: 2 })], {
+      scales: { y: wholeNumbers },
+    }),
+    members: make('#members-chart', 'bar', [dataset('Active', COLORS.green), dataset('New', COLORS.pink)], { scales: { y: wholeNumbers } }),
+    tiers: make('#tiers-chart', 'bar', [dataset('Members', COLORS.blue)], { indexAxis: 'y', scales: { x: wholeNumbers }, plugins: { legend: { display: false } } }),
+  };
+}
+
+function setChart(chart, labels, series) {
+  chart.data.labels = labels;
+  series.forEach((data, i) => (chart.data.datasets[i].data = data));
+  chart.update('none');
+}
+
+function renderActivity(activities, timezone) {
+  const when = new Intl.DateTimeFormat('en-US', { timeZone: timezone, month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+  const seen = state.shownActivities;
+  const body = $('#activity tbody');
+  body.replaceChildren(
+    ...activities.map((a) => {
+      const change = a.newPoints - a.oldPoints;
+      const tr = document.createElement('tr');
+      tr.dataset.key = a._id;
+      tr.setAttribute('role', 'row');
+      tr.append(
+        twoLines(a.holder ? a.holder.email : '(deleted customer)', a.holder ? `(${a.holder.shopifyCustomerId})` : ''),
+        twoLines(`${ACTIVITY_LABELS[a.type] ?? a.type} · ${a.settingType}`, when.format(new Date(a.createdAt))),
+        cell('td', signed(change), `num ${change >= 0 ? 'up' : 'down'}`),
+        cell('td', fmt(a.newPoints), 'num'),
+      );
+      for (const td of tr.children) td.setAttribute('role', 'cell');
+      if (seen && !seen.has(a._id)) tr.className = 'flash';
+      return tr;
+    }),
+  );
+  if (activities.length === 0) {
+    const tr = document.createElement('tr');
+    const td = cell('td', 'No points activity yet.', 'hint');
+    td.colSpan = 4;
+    tr.append(td);
+    body.append(tr);
+  }
+  state.shownActivities = new Set(activities.map((a) => a._id));
+}
+
+/** A cell of two lines: `first`, and `second` smaller under it (one space between, for its text). */
+function twoLines(first, second) {
+  const td = cell('td', `${first} `);
+  const span = document.createElement('span');
+  span.className = 'second';
+  span.textContent = second;
+  td.append(span);
+  return td;
 }
 
 function renderCounts() {
   const body = $('#counts tbody');
   body.replaceChildren(
-    ...[...state.counts].sort(([a], [b]) => a.localeCompare(b)).map(([topic, count]) => row([topic, count], [null, 'num'], topic)),
-  );
-  $('#count-total').textContent = String(state.total);
-}
-
-function renderBalances(changed) {
-  const net = $('#points-net');
-  net.textContent = `${state.net > 0 ? '+' : ''}${state.net}`;
-  net.className = state.net > 0 ? 'up' : state.net < 0 ? 'down' : '';
-  const sum = [...state.balances.values()].reduce((s, b) => s + (b.balance ?? 0), 0);
-  $('#points-sum').textContent = String(sum);
-  const body = $('#balances tbody');
-  body.replaceChildren(
-    ...[...state.balances].map(([customer, { balance, delta }]) => {
-      const name = state.names.get(customer) ?? '…';
-      const tr = row([name, balance ?? '?', `${delta > 0 ? '+' : ''}${delta}`], [null, 'num', `num ${delta >= 0 ? 'up' : 'down'}`], customer);
-      if (customer === changed) tr.className = 'flash';
+    ...[...state.counts].sort(([a], [b]) => a.localeCompare(b)).map(([topic, count]) => {
+      const tr = document.createElement('tr');
+      tr.dataset.key = topic;
+      tr.append(cell('th', topic, null, 'row'), cell('td', count, 'num'));
       return tr;
     }),
   );
-}
-
-function row(cells, classes, key) {
-  const tr = document.createElement('tr');
-  tr.dataset.key = key;
-  cells.forEach((value, i) => {
-    const td = document.createElement('td');
-    if (classes[i]) td.className = classes[i];
-    td.textContent = String(value);
-    tr.append(td);
-  });
-  return tr;
+  text('#count-total', String(state.total));
 }
 
 function prependEvent(event) {
@@ -244,10 +383,10 @@ function prependEvent(event) {
   li.dataset.type = event.type;
   const meta = document.createElement('div');
   meta.className = 'meta';
-  for (const [cls, text] of [['type', event.type], ['time', event.timestamp], ['id', event.id]]) {
+  for (const [cls, value] of [['type', event.type], ['time', event.timestamp], ['id', event.id]]) {
     const span = document.createElement('span');
     span.className = cls;
-    span.textContent = text;
+    span.textContent = value;
     meta.append(span);
   }
   const pre = document.createElement('pre');
@@ -263,4 +402,4 @@ $('#connect').addEventListener('submit', (e) => {
   connect($('#api-key').value.trim());
 });
 $('#disconnect-button').addEventListener('click', () => disconnect());
-$('#topic-list').addEventListener('change', subscribe);
+$('#range').addEventListener('change', scheduleRefresh);
