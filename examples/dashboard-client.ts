@@ -1,5 +1,5 @@
 // A terminal dashboard: one graphql-ws subscription printing the shop's events as they commit,
-// the same stream GET /dashboard shows in a browser.
+// the same stream the live events of GET /dashboard show in a browser.
 //
 //   LOYALTY_URL=http://127.0.0.1:3000 LOYALTY_API_KEY=lk_... \
 //     node --import tsx examples/dashboard-client.ts ['points/*' 'redemptions/created' …]

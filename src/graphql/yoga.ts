@@ -35,7 +35,7 @@ export type Face = 'admin' | 'storefront';
 
 export const STOREFRONT_ENDPOINT = '/storefront/graphql';
 
-export const EXAMPLE_OPERATIONS = `# Loyalty GraphQL. Also here: the REST reference at /docs, live events at /dashboard.
+export const EXAMPLE_OPERATIONS = `# Loyalty GraphQL. Also here: the REST reference at /docs, the program page at /dashboard.
 # The API key you gave is sent with every operation (this tab keeps it until closed); pick one to run.
 query Customer {
   customer(identifier: "demo-1001") {
@@ -96,6 +96,19 @@ query CustomerTier {
 mutation StorefrontAccess {
   shopSettingsUpdate(input: { storefrontOrigins: ["http://127.0.0.1:8080"] }) { settings { storefrontOrigins } userErrors { code message } }
   customerAccessTokenCreate(input: { customerIdentifier: "demo-1001" }) { accessToken expiresAt userErrors { code message } }
+}
+
+# The program by local day (the figures /dashboard shows): change the dates to the last weeks.
+query Insights {
+  shop {
+    insights(from: "2026-11-01T00:00:00Z", to: "2026-12-01T00:00:00Z", interval: day) {
+      timezone
+      points { at issued { total } redeemed expired outstanding pending activeMembers members }
+      rewards { name codes points }
+      tiers { name members }
+    }
+  }
+  activities(first: 10) { edges { node { type newPoints createdAt holder { email shopifyCustomerId } } } }
 }
 
 # Runs until stopped; add or redeem points meanwhile to see events arrive.
@@ -185,7 +198,7 @@ export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLSer
         else logger.error({ err }, args.map(String).join(' '));
       },
     },
-    graphiql: face === 'admin' && { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL · REST reference at /docs · live events at /dashboard' },
+    graphiql: face === 'admin' && { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL · REST reference at /docs · program page at /dashboard' },
     // GraphiQL bundled into the page (nothing loaded from a CDN), asking for the API key first.
     renderGraphiQL: renderGraphiQLWithApiKey,
     landingPage: false,
