@@ -141,9 +141,9 @@ describe('cursors', () => {
     const connectionFields = (await t.graphql(shop.apiKey, `{ __schema { types { name fields { name type { name ofType { name } } args { name } } } } }`))
       .data.__schema.types.flatMap((type: any) => (type.fields ?? []).map((f: any) => ({ ...f, on: type.name })))
       .filter((f: any) => (f.type.ofType?.name ?? f.type.name ?? '').endsWith('Connection'));
-    // customers, pointsRedemptions, webhookSubscriptions, webhookDeliveries, shopifyWebhooks; a customer's activities,
-    // discountCodes, referees, orders and pendingEarns.
-    expect(connectionFields.length).toBe(10);
+    // customers, pointsRedemptions, webhookSubscriptions, webhookDeliveries, shopifyWebhooks, the shop's activities;
+    // a customer's activities, discountCodes, referees, orders and pendingEarns.
+    expect(connectionFields.length).toBe(11);
     for (const field of connectionFields) {
       const args = field.args.map((a: any) => a.name);
       expect(args, `${field.on}.${field.name}`).toEqual(expect.arrayContaining(['first', 'after']));
@@ -153,6 +153,24 @@ describe('cursors', () => {
     const res = await t.post('/graphql', { query: '{ customers(last: 5) { edges { cursor } } }' }, shop.apiKey);
     expect(res.status).toBeLessThan(500);
     expect((await res.json()).errors[0].message).toMatch(/Unknown argument "last"/);
+  });
+
+  it('lists the shop\'s whole ledger newest first, page by page, with each entry\'s holder, and never another shop\'s', async () => {
+    const other = await t.shop('Other ledger shop');
+    await t.customer(other.shopId, 'p-other', 5);
+    await t.customer(shop.shopId, 'p-2', 7);
+    const db = t.app.database.db;
+    const ledger = await db.selectFrom('activities as a').innerJoin('customers as c', 'c.id', 'a.customer_id').select(['a.id', 'c.email']).where('a.shop_id', '=', shop.shopId).orderBy('a.seq', 'desc').execute();
+    expect(ledger.length).toBeGreaterThan(4);
+    const seen: Array<[string, string]> = [];
+    let after: string | null = null;
+    do {
+      const res: any = await t.graphql(shop.apiKey, 'query($after: String) { activities(first: 2, after: $after) { edges { node { _id holder { email } } } pageInfo { hasNextPage endCursor } } }', { after });
+      expect(res.errors).toBeUndefined();
+      seen.push(...res.data.activities.edges.map((e: any) => [e.node._id, e.node.holder.email]));
+      after = res.data.activities.pageInfo.hasNextPage ? res.data.activities.pageInfo.endCursor : null;
+    } while (after);
+    expect(seen).toEqual(ledger.map((r) => [r.id, r.email]));
   });
 
   it('refuses a tampered activities cursor with validation_error, never a 500', async () => {
