@@ -247,6 +247,24 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     await check(new Date(Date.now() - 10 * DAY), new Date(Date.now() + 3_600_000), 'hour');
   });
 
+  it('counts each customer active once a day, and each new member once, under concurrent writes of the same customers', async () => {
+    const customers = ['k-0', 'k-1', 'k-2', 'c-new-1', 'c-new-2'];
+    await Promise.all(
+      Array.from({ length: 60 }, (_, i) => {
+        const customerIdentifier = customers[i % customers.length];
+        return i % 3 === 0
+          ? t
+              .graphql(shop.apiKey, 'mutation($input: CustomerInput!) { customerUpsert(input: $input) { userErrors { code } } }', {
+                input: { shopifyCustomerId: customerIdentifier, email: `${customerIdentifier}@example.com` },
+              })
+              .then(() => t.post('/rest-api/v1/points/add', { customerIdentifier, amount: 1 + i }, shop.apiKey))
+          : t.post('/rest-api/v1/points/add', { customerIdentifier, amount: 1 + i }, shop.apiKey);
+      }),
+    );
+    const days = await check(new Date(Date.now() - 2 * DAY), new Date(Date.now() + 3_600_000), 'day');
+    expect(days.at(-1).activeMembers).toBeGreaterThanOrEqual(5);
+  });
+
   it('a database with history gets its rollups from the migration: the same figures as the ledger', async () => {
     const handle = await openDatabase({ dataDir: 'memory://' });
     try {
