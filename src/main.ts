@@ -32,7 +32,7 @@ function demoLines(url: string, apiKey: string): string[] {
     `  curl -s ${url}/graphql -H 'Authorization: Bearer ${apiKey}' -H 'Content-Type: application/json' \\`,
     `    -d '{"query":"{ customer(identifier: \\"ada@example.com\\") { email points } }"}'`,
     '',
-    `GraphiQL: ${url}/graphql   REST reference: ${url}/docs   live events: ${url}/dashboard`,
+    `GraphiQL: ${url}/graphql   REST reference: ${url}/docs   program page: ${url}/dashboard`,
     '',
   ];
 }

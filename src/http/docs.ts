@@ -25,7 +25,7 @@ const PAGE = `<!doctype html>
     <a href="/docs" aria-current="page">REST reference</a>
     <a href="/openapi.json">openapi.json</a>
     <a href="/graphql">GraphiQL</a>
-    <a href="/dashboard">Live events dashboard</a>
+    <a href="/dashboard">Program page (live)</a>
   </nav>
   <div id="swagger-ui"></div>
 </body>
