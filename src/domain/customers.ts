@@ -117,6 +117,7 @@ export async function upsertCustomerIn(
   trx: Trx,
   shopId: string,
   data: z.output<typeof customerInputSchema>,
+  creating = false,
 ): Promise<{ customer: Customer; created: boolean }> {
   const existing = await trx
     .selectFrom('customers')
@@ -125,6 +126,13 @@ export async function upsertCustomerIn(
     .where('shopify_customer_id', '=', data.shopifyCustomerId)
     .forUpdate()
     .executeTakeFirst();
+  if (!existing && !creating) {
+    // Upserts of one new customer take turns: the next waits here for the first's commit, then finds
+    // the customer and updates it. Two inserts racing would meet on the e-mail's unique index too,
+    // which ON CONFLICT (one arbiter, the shop's customer id) cannot turn into an update.
+    await sql`select pg_advisory_xact_lock(hashtextextended(${`${shopId}/${data.shopifyCustomerId}`}, 0))`.execute(trx);
+    return upsertCustomerIn(trx, shopId, data, true);
+  }
   try {
     if (existing) {
       const row = await trx
@@ -155,7 +163,7 @@ export async function upsertCustomerIn(
       .onConflict((oc) => oc.columns(['shop_id', 'shopify_customer_id']).doNothing())
       .returningAll()
       .executeTakeFirst();
-    if (!row) return upsertCustomerIn(trx, shopId, data);
+    if (!row) return upsertCustomerIn(trx, shopId, data, true);
     const customer = toCustomer(row);
     await recordEvent(trx, shopId, 'customers/created', customer);
     // A sign-up rule's points come with the sign-up, in the same transaction. Loaded here, not at
