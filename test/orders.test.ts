@@ -150,6 +150,8 @@ describe('PUT /orders/:orderId', () => {
       ['an unknown status', 'new-9', { status: 'shipped' }, 400, 'validation_error', 'status'],
       ['more refunded units than sold', 'new-10', { lineItems: [{ productId: 'x', quantity: 1, price: '50.50', refundedQuantity: 2 }] }, 400, 'validation_error', 'lineItems.0.refundedQuantity'],
       ['an unknown field', 'new-11', { tip: '1.00' }, 400, 'validation_error'],
+      ['a NUL character in a line', 'new-12', { lineItems: [{ productId: 'x', quantity: 1, price: '49.50' }, { productId: 'y\u0000', quantity: 1, price: '1.00' }] }, 400, 'validation_error', 'lineItems.1.productId'],
+      ['a lone surrogate in a collection', 'new-13', { lineItems: [{ productId: 'x', collectionIds: ['ok', 'c\ud800'], quantity: 1, price: '50.50' }] }, 400, 'validation_error', 'lineItems.0.collectionIds.1'],
       ['status going backwards (cancelled → paid)', '7001', {}, 422, 'order_status_backwards'],
       ['the order moved to another customer', '7001', { customerIdentifier: 'bad-2', status: 'cancelled' }, 422, 'order_customer_changed'],
     ])('%s', async (_name, orderId, overrides, status, code, field) => {

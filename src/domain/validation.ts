@@ -27,17 +27,18 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown): z.ou
 // With the u flag a surrogate pair reads as one code point, so only a lone surrogate is in category Cs.
 const LONE_SURROGATE = /\p{Cs}/u;
 
-function pathToUnstorable(value: unknown, path: PropertyKey[] = []): PropertyKey[] | null {
-  if (typeof value === 'string') return value.includes('\u0000') || LONE_SURROGATE.test(value) ? path : null;
+function pathToUnstorable(value: unknown): PropertyKey[] | null {
+  // Walked on every request: the path is built only on the way back from a bad string, never on the way down.
+  if (typeof value === 'string') return value.includes('\u0000') || LONE_SURROGATE.test(value) ? [] : null;
   if (Array.isArray(value)) {
-    for (const [i, item] of value.entries()) {
-      const found = pathToUnstorable(item, [...path, i]);
-      if (found) return found;
+    for (let i = 0; i < value.length; i++) {
+      const found = pathToUnstorable(value[i]);
+      if (found) return (found.unshift(i), found);
     }
   } else if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
-    for (const [key, item] of Object.entries(value)) {
-      const found = pathToUnstorable(item, [...path, key]);
-      if (found) return found;
+    for (const key in value) {
+      const found = pathToUnstorable((value as Record<string, unknown>)[key]);
+      if (found) return (found.unshift(key), found);
     }
   }
   return null;
