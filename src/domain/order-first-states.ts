@@ -37,6 +37,10 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
   if (plans.length === 0) return outcomes;
 
   const writes = plans.map((plan) => firstStateWrite(plan, programs.get(plan.put.shopId)!));
+  // An insert into a table with statement triggers runs them even when it inserts no row: the
+  // statement leaves out the inserts none of its writes needs (one prepared text per combination).
+  const credits = writes.some((w) => w.input.credit > 0);
+  const holds = writes.some((w) => w.input.hold > 0);
   // Customers are locked first (in id order), then the orders inserted in key order: no order row
   // is locked before, and an insert waits only for another insert of the same new order.
   const { rows } = await sql<{ n: number | null; customer_id: string | null; stale_shop: string | null }>`${sql.raw(PREPARED)}
@@ -51,16 +55,18 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
       select c.id, c.points from customers c where c.id = any(array(select id from named)) order by c.id for no key update
     ), programs as (
       select s.id, s.program_version from shops s where s.id = any(array(select distinct shop_id from input))
+    ), credits as (
+      -- What this statement credits each customer, in all.
+      select nm.n, nm.id, sum(i.credit) over (partition by nm.id) as total from input i join named nm using (n)
     ), fits as (
       -- A customer whose balance these credits would take past the limit is left to the locked path,
       -- which refuses just the credit that passes it; so is a shop whose program changed, and a
       -- customer whose tier multiplies (the plan counted ×1).
-      select i.*, nm.id as customer_id, i.row->>'id' as id from input i join named nm using (n) join target t on t.id = nm.id
+      select i.*, c.id as customer_id, i.row->>'id' as id from input i join credits c using (n) join target t on t.id = c.id
         join programs s on s.id = i.shop_id and s.program_version = i.program_version
-      where t.points + (select sum(j.credit) from input j join named m using (n) where m.id = nm.id) <= ${MAX_BALANCE}
-        and ${tierMultiplier(sql`nm.id`)} = ${MULTIPLIER_ONE}
+      where t.points + c.total <= ${MAX_BALANCE} and ${tierMultiplier(sql`c.id`)} = ${MULTIPLIER_ONE}
     ), inserted as (
-      ${insertPlannedRows(sql`(select jsonb_agg(f.row || jsonb_build_object('customer_id', f.customer_id)) from fits f)`)}
+      ${insertPlannedRows(sql`fits f cross join lateral jsonb_populate_record(null::orders, f.row) o`, sql`f.customer_id`)}
       returning id
     ), done as (
       -- Each credit in turn: the balance before it is the locked one plus the customer's earlier credits.
@@ -71,13 +77,13 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
         updated_at = case when d.credit > 0 then ${new Date()} else c.updated_at end
       from (select customer_id, sum(credit)::int as credit, sum(hold)::int as hold from done group by customer_id) d
       where c.id = d.customer_id and (d.credit > 0 or d.hold > 0)
-    ), ledger as (
+    ${credits ? sql`), ledger as (
       insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at)
       select activity_id, shop_id, customer_id, 'earn_points', 'order', description, null, old_points, old_points + credit, created_at, created_at
-      from done where credit > 0
-    ), held as (
+      from done where credit > 0` : sql``}
+    ${holds ? sql`), held as (
       insert into pending_points (id, shop_id, customer_id, order_id, points, available_at)
-      select pending_id, shop_id, customer_id, id, hold, available_at from done where hold > 0
+      select pending_id, shop_id, customer_id, id, hold, available_at from done where hold > 0` : sql``}
     ), events as (
       -- Each event names the customer; points/earned carries its ledger entry, whose points only the lock tells.
       insert into outbox_events (id, shop_id, type, data)

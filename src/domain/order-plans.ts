@@ -195,15 +195,17 @@ const STATE_COLUMNS = ['subtotal_minor', 'shipping_minor', 'tax_minor', 'total_m
 const INSERT_COLUMNS = ['id', 'shop_id', 'customer_id', 'order_id', 'currency', 'created_at', ...STATE_COLUMNS];
 
 /**
- * Inserts planned rows (plannedRow; `rows`, a jsonb array of them) in key order, so two batches
- * inserting the same new orders wait for each other instead of deadlocking, leaving alone an order
- * stored already or being inserted by another transaction (which this one then waits for).
+ * Inserts planned rows (plannedRow) in key order, so two batches inserting the same new orders wait
+ * for each other instead of deadlocking, leaving alone an order stored already or being inserted by
+ * another transaction (which this one then waits for). `from` yields the rows as `o` (of type
+ * orders); `customerId`, where the plan left the customer to the statement, names it.
  */
-export function insertPlannedRows(rows: RawBuilder<unknown>): RawBuilder<unknown> {
+export function insertPlannedRows(from: RawBuilder<unknown>, customerId: RawBuilder<unknown> = sql`o.customer_id`): RawBuilder<unknown> {
+  const values = INSERT_COLUMNS.map((c) => (c === 'customer_id' ? customerId : sql.raw(`o.${c}`)));
   return sql`
     insert into orders (${sql.raw(INSERT_COLUMNS.join(', '))})
-    select ${sql.raw(INSERT_COLUMNS.map((c) => `o.${c}`).join(', '))}
-    from jsonb_populate_recordset(null::orders, ${rows}) o
+    select ${sql.join(values)}
+    from ${from}
     order by o.shop_id, o.order_id
     on conflict (shop_id, order_id) do nothing`;
 }

@@ -155,7 +155,7 @@ export async function writeOrders(trx: Trx, puts: OrderPut[]): Promise<Outcome[]
 /** First states the locked path writes (their first write was left to it), inserted whole; the rows inserted, by key. */
 async function insertOrders(trx: Trx, plans: Plan[]): Promise<Map<string, OrderRow>> {
   if (plans.length === 0) return new Map();
-  const { rows } = await sql<OrderRow>`${insertPlannedRows(sql`${JSON.stringify(plans.map((p) => plannedRow(p, newId())))}::jsonb`)} returning *`.execute(trx);
+  const { rows } = await sql<OrderRow>`${insertPlannedRows(sql`jsonb_populate_recordset(null::orders, ${JSON.stringify(plans.map((p) => plannedRow(p, newId())))}::jsonb) o`)} returning *`.execute(trx);
   return new Map(rows.map((r) => [`${r.shop_id} ${r.order_id}`, r]));
 }
 
