@@ -39,8 +39,8 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
   const writes = plans.map((plan) => firstStateWrite(plan, programs.get(plan.put.shopId)!));
   // An insert into a table with statement triggers runs them even when it inserts no row: the
   // statement leaves out the inserts none of its writes needs (one prepared text per combination).
-  const credits = writes.some((w) => w.input.credit > 0);
-  const holds = writes.some((w) => w.input.hold > 0);
+  const anyCredit = writes.some((w) => w.input.credit > 0);
+  const anyHold = writes.some((w) => w.input.hold > 0);
   // Customers are locked first (in id order), then the orders inserted in key order: no order row
   // is locked before, and an insert waits only for another insert of the same new order.
   const { rows } = await sql<{ n: number | null; customer_id: string | null; stale_shop: string | null }>`${sql.raw(PREPARED)}
@@ -77,11 +77,11 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
         updated_at = case when d.credit > 0 then ${new Date()} else c.updated_at end
       from (select customer_id, sum(credit)::int as credit, sum(hold)::int as hold from done group by customer_id) d
       where c.id = d.customer_id and (d.credit > 0 or d.hold > 0)
-    ${credits ? sql`), ledger as (
+    ${anyCredit ? sql`), ledger as (
       insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at)
       select activity_id, shop_id, customer_id, 'earn_points', 'order', description, null, old_points, old_points + credit, created_at, created_at
       from done where credit > 0` : sql``}
-    ${holds ? sql`), held as (
+    ${anyHold ? sql`), held as (
       insert into pending_points (id, shop_id, customer_id, order_id, points, available_at)
       select pending_id, shop_id, customer_id, id, hold, available_at from done where hold > 0` : sql``}
     ), events as (
