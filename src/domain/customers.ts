@@ -117,7 +117,8 @@ export async function upsertCustomerIn(
   trx: Trx,
   shopId: string,
   data: z.output<typeof customerInputSchema>,
-  creating = false,
+  /** This transaction holds its turn on the new customer already (below). */
+  hasTurn = false,
 ): Promise<{ customer: Customer; created: boolean }> {
   const existing = await trx
     .selectFrom('customers')
@@ -126,7 +127,7 @@ export async function upsertCustomerIn(
     .where('shopify_customer_id', '=', data.shopifyCustomerId)
     .forUpdate()
     .executeTakeFirst();
-  if (!existing && !creating) {
+  if (!existing && !hasTurn) {
     // Upserts of one new customer take turns: the next waits here for the first's commit, then finds
     // the customer and updates it. Two inserts racing would meet on the e-mail's unique index too,
     // which ON CONFLICT (one arbiter, the shop's customer id) cannot turn into an update.

@@ -77,14 +77,14 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
         updated_at = case when d.credit > 0 then ${new Date()} else c.updated_at end
       from (select customer_id, sum(credit)::int as credit, sum(hold)::int as hold from done group by customer_id) d
       where c.id = d.customer_id and (d.credit > 0 or d.hold > 0)
-    ${anyCredit ? sql`), ledger as (
+    ), ${anyCredit ? sql`ledger as (
       insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at)
       select activity_id, shop_id, customer_id, 'earn_points', 'order', description, null, old_points, old_points + credit, created_at, created_at
-      from done where credit > 0` : sql``}
-    ${anyHold ? sql`), held as (
+      from done where credit > 0
+    ), ` : sql``}${anyHold ? sql`held as (
       insert into pending_points (id, shop_id, customer_id, order_id, points, available_at)
-      select pending_id, shop_id, customer_id, id, hold, available_at from done where hold > 0` : sql``}
-    ), events as (
+      select pending_id, shop_id, customer_id, id, hold, available_at from done where hold > 0
+    ), ` : sql``}events as (
       -- Each event names the customer; points/earned carries its ledger entry, whose points only the lock tells.
       insert into outbox_events (id, shop_id, type, data)
       select e.value->>'id', d.shop_id, e.value->>'type', e.value->'data' || jsonb_build_object('customer', d.customer_id) ||
