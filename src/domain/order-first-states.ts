@@ -51,8 +51,11 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
     ), named as (
       select i.n, c.id from input i cross join lateral (${customerNamed(sql`i`)}) c
     ), target as (
-      -- = any(array(...)), not in (...): prepared, the plan is generic, and a join would scan every customer.
-      select c.id, c.points from customers c where c.id = any(array(select id from named)) order by c.id for no key update
+      -- Each customer locked by its own index probe, in id order. The plan is generic and counts on
+      -- 100 input rows: a join, or = any(...), was planned as a pass over every customer of a small
+      -- table (a thousand), two thirds of the statement's time.
+      select l.id, l.points from (select distinct id from named order by id) nm
+        cross join lateral (select c.id, c.points from customers c where c.id = nm.id for no key update) l
     ), programs as (
       select s.id, s.program_version from shops s where s.id = any(array(select distinct shop_id from input))
     ), credits as (
