@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toActivity } from '../src/domain/points.js';
 import { updateShopSettings } from '../src/domain/shop-settings.js';
 import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
 
@@ -186,16 +187,19 @@ describe('PUT /orders/:orderId', () => {
     expect(earned).toMatchObject({ type: 'earn_points', newPoints: 50 });
   });
 
-  it('the events of a new order name its customer and carry the ledger entry as written', async () => {
+  it('the events of a new order name its customer and carry the ledger entry and the order as the API shows them', async () => {
     await t.customer(shop.shopId, 'e-2', 7);
-    await put('8002', orderBody('e-2'));
+    const { order } = await (await put('8002', orderBody('e-2'))).json();
     const c = await customer('e-2');
     const events = await db().selectFrom('outbox_events').select(['type', 'data']).where('shop_id', '=', shop.shopId).orderBy('seq', 'desc').limit(2).execute();
     const [created, earned] = events as Array<{ type: string; data: Record<string, unknown> }>;
     expect(earned).toMatchObject({ type: 'points/earned', data: { customer: c.id, oldPoints: 7, newPoints: 57, settingType: 'order', description: 'order 8002' } });
-    expect(created).toMatchObject({ type: 'orders/created', data: { customer: c.id, orderId: '8002', pointsEarned: 50 } });
+    expect(created).toEqual({ type: 'orders/created', data: order });
+    expect(order).toMatchObject({ customer: c.id, orderId: '8002', pointsEarned: 50 });
     const activity = await db().selectFrom('activities').selectAll().where('id', '=', earned!.data._id as string).executeTakeFirstOrThrow();
     expect(activity).toMatchObject({ customer_id: c.id, old_points: 7, new_points: 57 });
+    // Exactly the entry as the API shows it (the statement builds the event from the row it wrote).
+    expect(earned!.data).toEqual(JSON.parse(JSON.stringify(toActivity(activity))));
   });
 });
 

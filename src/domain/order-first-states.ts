@@ -8,7 +8,7 @@ import { attempt, customerNamed, holdOf, insertPlannedRows, isPlan, orderDescrip
 import { type OrderPut, toOrder } from './orders.js';
 import { type Hold, pendingEvent } from './pending-points.js';
 import { MULTIPLIER_ONE } from './order-earn.js';
-import { MAX_BALANCE, toActivity } from './points.js';
+import { activityJson, MAX_BALANCE } from './points.js';
 
 /**
  * Most PUTs are an order's first state (a new order, paid): those are written in ONE statement per
@@ -47,7 +47,7 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
     with input as (
       select * from jsonb_to_recordset(${JSON.stringify(writes.map((w, n) => ({ ...w.input, n })))}::jsonb)
         as i(n int, shop_id text, email text, shopify_id text, program_version int, row jsonb, credit int, hold int, available_at timestamptz,
-          description text, activity_id text, pending_id text, created_at timestamptz, events jsonb)
+          description text, activity_id text, earned_event_id text, pending_id text, created_at timestamptz, events jsonb)
     ), named as (
       select i.n, c.id from input i cross join lateral (${customerNamed(sql`i`)}) c
     ), target as (
@@ -84,16 +84,21 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
       insert into activities (id, shop_id, customer_id, type, setting_type, description, note, old_points, new_points, created_at, updated_at)
       select activity_id, shop_id, customer_id, 'earn_points', 'order', description, null, old_points, old_points + credit, created_at, created_at
       from done where credit > 0
+      returning *
     ), ` : sql``}${anyHold ? sql`held as (
       insert into pending_points (id, shop_id, customer_id, order_id, points, available_at)
       select pending_id, shop_id, customer_id, id, hold, available_at from done where hold > 0
     ), ` : sql``}events as (
-      -- Each event names the customer; points/earned carries its ledger entry, whose points only the lock tells.
+      -- Each event names the customer; points/earned is its ledger entry as written (points.ts builds the same).
       insert into outbox_events (id, shop_id, type, data)
-      select e.value->>'id', d.shop_id, e.value->>'type', e.value->'data' || jsonb_build_object('customer', d.customer_id) ||
-        case when e.value->>'type' = 'points/earned' then jsonb_build_object('oldPoints', d.old_points, 'newPoints', d.old_points + d.credit) else '{}' end
-      from done d cross join lateral jsonb_array_elements(d.events) with ordinality as e(value, k)
-      order by d.n, e.k
+      select id, shop_id, type, data from (
+        ${anyCredit ? sql`select d.n, 1 as k, d.earned_event_id as id, d.shop_id, 'points/earned' as type, ${activityJson(sql`a`, sql`d.row->>'created_at'`)} as data
+        from done d join ledger a on a.id = d.activity_id
+        union all
+        ` : sql``}select d.n, 1 + e.k as k, e.value->>'id' as id, d.shop_id, e.value->>'type' as type, e.value->'data' || jsonb_build_object('customer', d.customer_id) as data
+        from done d cross join lateral jsonb_array_elements(d.events) with ordinality as e(value, k)
+      ) e
+      order by n, k
     )
     select n, customer_id, null as stale_shop from done
     union all
@@ -113,14 +118,9 @@ function firstStateWrite(plan: Plan, program: ShopProgram) {
   const description = orderDescription(put);
   const credit = difference > 0 && program.pendingDays === 0 ? difference : 0;
   const hold: Hold | undefined = difference > 0 && program.pendingDays > 0 ? holdOf(plan, row.id, program.pendingDays) : undefined;
-  const activityId = newId();
   const pendingId = newId();
+  // After points/earned (which the statement builds from the ledger entry it writes), in this order.
   const events: Array<Omit<ShopEvent, 'shopId'> & { id: string }> = [];
-  if (credit > 0) {
-    // The activity as the API shows it; its oldPoints and newPoints are set by the statement.
-    const activity = toActivity({ seq: 0, id: activityId, shop_id: put.shopId, customer_id: '', type: 'earn_points', setting_type: 'order', description, note: null, old_points: 0, new_points: 0, created_at: put.now, updated_at: put.now });
-    events.push({ id: newEventId(), type: 'points/earned', data: activity });
-  }
   if (hold) events.push({ id: newEventId(), type: 'points/pending', data: pendingEvent(hold, pendingId).data });
   const order = toOrder(row);
   events.push({ id: newEventId(), type: 'orders/created', data: order });
@@ -138,7 +138,8 @@ function firstStateWrite(plan: Plan, program: ShopProgram) {
       hold: hold?.points ?? 0,
       available_at: hold?.availableAt ?? null,
       description,
-      activity_id: activityId,
+      activity_id: newId(),
+      earned_event_id: credit > 0 ? newEventId() : null,
       pending_id: pendingId,
       created_at: put.now,
       events,

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import { GROUP_COMMIT, groupCommit } from '../db/group-commit.js';
@@ -257,10 +257,7 @@ async function writeBalanceChanges(db: Queryable, by: MatchBy, requests: ChangeR
       returning *
     ), event as (
       insert into outbox_events (id, shop_id, type, data)
-      select i.event_id, a.shop_id, i.topic, jsonb_build_object(
-        '_id', a.id, 'type', a.type, 'settingType', a.setting_type, 'description', a.description, 'note', a.note,
-        'oldPoints', a.old_points, 'newPoints', a.new_points, 'customer', a.customer_id, 'shop', a.shop_id,
-        'createdAt', ${now.toISOString()}::text, 'updatedAt', ${now.toISOString()}::text)
+      select i.event_id, a.shop_id, i.topic, ${activityJson(sql`a`, sql`${now.toISOString()}::text`)}
       from activity a join input i on i.activity_id = a.id
       where i.topic is not null)
     select a.*, u.ord, u.shopify_customer_id, u.email, u.birthday, u.pending_points, u.created_at as customer_created_at
@@ -273,6 +270,17 @@ async function writeBalanceChanges(db: Queryable, by: MatchBy, requests: ChangeR
     results[row.ord] = { activity: toActivity(row), customer };
   }
   return results;
+}
+
+/**
+ * The activity as the API shows it (toActivity), built in SQL from ledger row `a` (the RETURNING of
+ * its insert) and its time as JSON text: the data of the event a statement writes with the entry.
+ */
+export function activityJson(a: RawBuilder<unknown>, at: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`jsonb_build_object(
+    '_id', ${a}.id, 'type', ${a}.type, 'settingType', ${a}.setting_type, 'description', ${a}.description, 'note', ${a}.note,
+    'oldPoints', ${a}.old_points, 'newPoints', ${a}.new_points, 'customer', ${a}.customer_id, 'shop', ${a}.shop_id,
+    'createdAt', ${at}, 'updatedAt', ${at})`;
 }
 
 /**

@@ -84,8 +84,11 @@ function toAttempt(row: WebhookDeliveryAttemptRow): WebhookDeliveryAttempt {
 
 // --- Fan-out --------------------------------------------------------------------------------
 
-/** An event ready to deliver: `payload` is its envelope as it will be signed and sent. */
-export type DeliverableEvent = { id: string; shopId: string; type: string; payload: string };
+/**
+ * An event ready to deliver: `payload()` is its envelope as it will be signed and sent, built only
+ * for an event some subscription takes (most shops subscribe to few topics, or none).
+ */
+export type DeliverableEvent = { id: string; shopId: string; type: string; payload(): string };
 
 const INSERT_CHUNK = 1000;
 
@@ -120,6 +123,8 @@ export async function fanOutEvents(trx: Trx, events: readonly DeliverableEvent[]
       ...(byShopTopic.get(`${event.shopId} ${event.type}`) ?? []),
       ...(byShopTopic.get(`${event.shopId} ${event.type.split('/')[0]}/*`) ?? []),
     ];
+    if (matching.length === 0) return [];
+    const payload = event.payload();
     return matching.map((subscriptionId) => ({
       id: newId(),
       shop_id: event.shopId,
@@ -127,7 +132,7 @@ export async function fanOutEvents(trx: Trx, events: readonly DeliverableEvent[]
       event_id: event.id,
       topic: event.type,
       status: 'pending' as const,
-      payload: event.payload,
+      payload,
       due_at: now,
       next_attempt_at: now,
       created_at: now,

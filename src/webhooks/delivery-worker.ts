@@ -257,7 +257,7 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
       inTransaction: async (trx, events) => {
         await fanOutEvents(
           trx,
-          events.map((event) => ({ id: event.id, shopId: event.shopId, type: event.type, payload: JSON.stringify(toEnvelope(event)) })),
+          events.map((event) => ({ id: event.id, shopId: event.shopId, type: event.type, payload: () => JSON.stringify(toEnvelope(event)) })),
           now(),
         );
       },
