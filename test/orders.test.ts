@@ -200,6 +200,12 @@ describe('PUT /orders/:orderId', () => {
     expect(activity).toMatchObject({ customer_id: c.id, old_points: 7, new_points: 57 });
     // Exactly the entry as the API shows it (the statement builds the event from the row it wrote).
     expect(earned!.data).toEqual(JSON.parse(JSON.stringify(toActivity(activity))));
+
+    // An order that earns nothing (another currency, so a note), with a time and a refund: its only event is the order as answered.
+    const other = await (await put('8003', orderBody('e-2', { currency: 'EUR', refunded: '1.50', status: 'partially_refunded', processedAt: '2026-11-20T10:00:00+02:00' }))).json();
+    const [last] = await db().selectFrom('outbox_events').select(['type', 'data']).where('shop_id', '=', shop.shopId).orderBy('seq', 'desc').limit(1).execute();
+    expect(last).toEqual({ type: 'orders/created', data: other.order });
+    expect(other.order).toMatchObject({ processedAt: '2026-11-20T08:00:00.000Z', refunded: '1.50', pointsEarned: 0, earnNote: expect.stringContaining('EUR') });
   });
 });
 

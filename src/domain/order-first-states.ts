@@ -2,10 +2,10 @@ import { sql } from 'kysely';
 import { PREPARED } from '../db/database.js';
 import type { Queryable } from '../db/transaction.js';
 import { parseIdentifier } from './customers.js';
-import { announceOutboxWrite, newEventId, type ShopEvent } from './events.js';
+import { announceOutboxWrite, newEventId } from './events.js';
 import { newId } from './ids.js';
 import { attempt, customerNamed, holdOf, insertPlannedRows, isPlan, orderDescription, type Outcome, type Plan, plannedRow, planPut, readPrograms, type ShopProgram, tierMultiplier } from './order-plans.js';
-import { type OrderPut, toOrder } from './orders.js';
+import { type OrderPut, orderJson, toOrder } from './orders.js';
 import { type Hold, pendingEvent } from './pending-points.js';
 import { MULTIPLIER_ONE } from './order-earn.js';
 import { activityJson, MAX_BALANCE } from './points.js';
@@ -47,7 +47,8 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
     with input as (
       select * from jsonb_to_recordset(${JSON.stringify(writes.map((w, n) => ({ ...w.input, n })))}::jsonb)
         as i(n int, shop_id text, email text, shopify_id text, program_version int, row jsonb, credit int, hold int, available_at timestamptz,
-          description text, activity_id text, earned_event_id text, pending_id text, created_at timestamptz, events jsonb)
+          description text, activity_id text, earned_event_id text, pending_id text, created_at timestamptz, pending_event jsonb,
+          order_event_id text, money jsonb)
     ), named as (
       select i.n, c.id from input i cross join lateral (${customerNamed(sql`i`)}) c
     ), target as (
@@ -89,14 +90,18 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
       insert into pending_points (id, shop_id, customer_id, order_id, points, available_at)
       select pending_id, shop_id, customer_id, id, hold, available_at from done where hold > 0
     ), ` : sql``}events as (
-      -- Each event names the customer; points/earned is its ledger entry as written (points.ts builds the same).
+      -- Each event names the customer; points/earned is its ledger entry as written, orders/created
+      -- the order as the API shows it (activityJson and orderJson: toActivity and toOrder in SQL).
       insert into outbox_events (id, shop_id, type, data)
       select id, shop_id, type, data from (
         ${anyCredit ? sql`select d.n, 1 as k, d.earned_event_id as id, d.shop_id, 'points/earned' as type, ${activityJson(sql`a`, sql`d.row->>'created_at'`)} as data
         from done d join ledger a on a.id = d.activity_id
         union all
-        ` : sql``}select d.n, 1 + e.k as k, e.value->>'id' as id, d.shop_id, e.value->>'type' as type, e.value->'data' || jsonb_build_object('customer', d.customer_id) as data
-        from done d cross join lateral jsonb_array_elements(d.events) with ordinality as e(value, k)
+        ` : sql``}${anyHold ? sql`select d.n, 2 as k, d.pending_event->>'id' as id, d.shop_id, 'points/pending' as type, d.pending_event->'data' || jsonb_build_object('customer', d.customer_id) as data
+        from done d where d.pending_event is not null
+        union all
+        ` : sql``}select d.n, 3 as k, d.order_event_id as id, d.shop_id, 'orders/created' as type, ${orderJson(sql`d.row`, sql`d.money`, sql`d.customer_id`)} as data
+        from done d
       ) e
       order by n, k
     )
@@ -119,11 +124,7 @@ function firstStateWrite(plan: Plan, program: ShopProgram) {
   const credit = difference > 0 && program.pendingDays === 0 ? difference : 0;
   const hold: Hold | undefined = difference > 0 && program.pendingDays > 0 ? holdOf(plan, row.id, program.pendingDays) : undefined;
   const pendingId = newId();
-  // After points/earned (which the statement builds from the ledger entry it writes), in this order.
-  const events: Array<Omit<ShopEvent, 'shopId'> & { id: string }> = [];
-  if (hold) events.push({ id: newEventId(), type: 'points/pending', data: pendingEvent(hold, pendingId).data });
   const order = toOrder(row);
-  events.push({ id: newEventId(), type: 'orders/created', data: order });
   const named = parseIdentifier(put.data.customerIdentifier);
   return {
     plan,
@@ -142,7 +143,9 @@ function firstStateWrite(plan: Plan, program: ShopProgram) {
       earned_event_id: credit > 0 ? newEventId() : null,
       pending_id: pendingId,
       created_at: put.now,
-      events,
+      pending_event: hold ? { id: newEventId(), data: pendingEvent(hold, pendingId).data } : null,
+      order_event_id: newEventId(),
+      money: [order.subtotal, order.shipping, order.tax, order.total, order.refunded],
     },
   };
 }

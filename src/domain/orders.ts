@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
 import type { EarningRuleRow, OrderRow, OrderStatus } from '../db/schema.js';
 import type { Queryable } from '../db/transaction.js';
@@ -251,6 +252,22 @@ export function toOrder(row: OrderRow): Order {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
   };
+}
+
+/**
+ * toOrder in SQL: the data of the orders/created event a statement writes with a new order (its
+ * input carries no second copy of the order). `row` is the order's row as JSON (plannedRow: dates
+ * as the API writes them), `money` its amounts as the API formats them (subtotal, shipping, tax,
+ * total, refunded), `customer` our id of its customer.
+ */
+export function orderJson(row: RawBuilder<unknown>, money: RawBuilder<unknown>, customer: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`jsonb_build_object(
+    '_id', ${row}->'id', 'orderId', ${row}->'order_id', 'customer', ${customer}, 'currency', ${row}->'currency',
+    'subtotal', ${money}->0, 'shipping', ${money}->1, 'tax', ${money}->2, 'total', ${money}->3, 'refunded', ${money}->4,
+    'status', ${row}->'status', 'lineItems', ${row}->'line_items', 'processedAt', ${row}->'processed_at',
+    'pointsEarned', (${row}->>'points_earned')::int - (${row}->>'points_clawed_back')::int, 'pointsPending', ${row}->'points_pending',
+    'pointsClawedBack', ${row}->'points_clawed_back', 'unrecoveredPoints', ${row}->'unrecovered_points', 'earnNote', ${row}->'earn_note',
+    'createdAt', ${row}->'created_at', 'updatedAt', ${row}->'updated_at')`;
 }
 
 export async function getOrder(db: Queryable, shopId: string, orderIdInput: unknown): Promise<Order> {
