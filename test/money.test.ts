@@ -25,6 +25,12 @@ describe('money', () => {
     ['1.234', 'KWD', 1234],
     ['0.1', 'KWD', 100],
     ['10000000000000.00', 'USD', 1_000_000_000_000_000],
+    // Either side of 15 digits, where parsing leaves plain numbers for BigInt.
+    ['9999999999999.99', 'USD', 999_999_999_999_999],
+    ['999999999999999', 'JPY', 999_999_999_999_999],
+    ['1000000000000000', 'JPY', 1_000_000_000_000_000],
+    ['0000000000000012.50', 'USD', 1250],
+    ['999999999999.999', 'KWD', 999_999_999_999_999],
   ])('parses %j in %s as %i minor units', (value, currency, minor) => {
     expect(parseMoney(value, currency)).toEqual({ ok: true, minor });
   });
@@ -42,6 +48,7 @@ describe('money', () => {
     ['NaN', 'USD', 'not a non-negative decimal'],
     ['10000000000000.01', 'USD', 'too large'],
     ['99999999999999999999999', 'JPY', 'too large'],
+    ['1000000000000001', 'JPY', 'too large'],
   ])('refuses %j in %s', (value, currency, message) => {
     const parsed = parseMoney(value, currency);
     expect(parsed.ok).toBe(false);
@@ -71,6 +78,14 @@ describe('money', () => {
     // eligible × (total − refunded) / total at the largest amounts: exact, where floats are not.
     [Number(MAX_MINOR), Number(MAX_MINOR) - 1, Number(MAX_MINOR), Number(MAX_MINOR) - 1],
     [9_007_199_254_740_991, 3, 3, 9_007_199_254_740_991],
+    // Either side of 2^53, where plain numbers give way to bigints; negative products round down.
+    [9_007_199_254_740_991, 1, 2, 4_503_599_627_370_495],
+    [9_007_199_254_740_992, 1, 2, 4_503_599_627_370_496],
+    [4_503_599_627_370_497, 2, 3, 3_002_399_751_580_331],
+    [-9_007_199_254_740_991, 1, 2, -4_503_599_627_370_496],
+    [-10, 3, 4, -8],
+    [-12, 1, 4, -3],
+    [0, 5, 7, 0],
   ])('mulDivFloor(%i, %i, %i) = %i', (a, b, c, expected) => {
     expect(mulDivFloor(a, b, c)).toBe(expected);
   });

@@ -55,7 +55,11 @@ export function parseMoney(value: unknown, currency: string): MoneyParse {
   if (significant.length > exponent) {
     return { ok: false, message: `${currency} has ${exponent} decimal${exponent === 1 ? '' : 's'}: "${value}" has more` };
   }
-  const minor = BigInt(whole!) * 10n ** BigInt(exponent) + BigInt(significant.padEnd(exponent, '0') || '0');
+  const digits = whole! + significant.padEnd(exponent, '0');
+  // Up to 15 digits the amount is below MAX_MINOR and exact as a double: no BigInt for an ordinary
+  // price (an order parses a dozen of them).
+  if (digits.length <= 15) return { ok: true, minor: Number(digits) };
+  const minor = BigInt(digits);
   if (minor > MAX_MINOR) return { ok: false, message: `"${value.slice(0, 40)}" is too large` };
   return { ok: true, minor: Number(minor) };
 }
@@ -74,6 +78,13 @@ export function formatMoney(minor: number, currency: string): string {
  */
 export function mulDivFloor(a: number, b: number, c: number): number {
   if (c <= 0) throw new RangeError('mulDivFloor: divisor must be positive');
+  const product = a * b;
+  // A product that is a safe integer is exact, and so are its remainder and the quotient of the
+  // multiple below it: bigints only past 2^53 (an order computes this a few times a line).
+  if (Number.isSafeInteger(product)) {
+    const rest = product % c;
+    return (product - rest) / c - (rest < 0 ? 1 : 0);
+  }
   const n = BigInt(a) * BigInt(b);
   const d = BigInt(c);
   const q = n / d;

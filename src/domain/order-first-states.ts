@@ -123,7 +123,7 @@ function firstStateWrite(plan: Plan, program: ShopProgram) {
   const description = orderDescription(put);
   const credit = difference > 0 && program.pendingDays === 0 ? difference : 0;
   const hold: Hold | undefined = difference > 0 && program.pendingDays > 0 ? holdOf(plan, row.id, program.pendingDays) : undefined;
-  const pendingId = newId();
+  const pendingId = hold ? newId() : null;
   const order = toOrder(row);
   const named = parseIdentifier(put.data.customerIdentifier);
   return {
@@ -139,11 +139,11 @@ function firstStateWrite(plan: Plan, program: ShopProgram) {
       hold: hold?.points ?? 0,
       available_at: hold?.availableAt ?? null,
       description,
-      activity_id: newId(),
+      activity_id: credit > 0 ? newId() : null,
       earned_event_id: credit > 0 ? newEventId() : null,
       pending_id: pendingId,
       created_at: put.now,
-      pending_event: hold ? { id: newEventId(), data: pendingEvent(hold, pendingId).data } : null,
+      pending_event: hold ? { id: newEventId(), data: pendingEvent(hold, pendingId!).data } : null,
       order_event_id: newEventId(),
       money: [order.subtotal, order.shipping, order.tax, order.total, order.refunded],
     },

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
 import type { EarningRuleRow, OrderRow, OrderStatus } from '../db/schema.js';
@@ -150,9 +150,7 @@ export function parseOrderPut(shopId: string, orderIdInput: unknown, input: unkn
   const amounts = amountsOf(data);
   checkConsistent(data, amounts);
   const lineItems = normalizedLines(data, amounts);
-  const stateHash = createHash('sha256')
-    .update(JSON.stringify([data.currency, amounts.subtotal, amounts.shipping, amounts.tax, amounts.total, amounts.refunded, data.status, lineItems, data.processedAt ?? null]))
-    .digest('base64url');
+  const stateHash = hash('sha256', JSON.stringify([data.currency, amounts.subtotal, amounts.shipping, amounts.tax, amounts.total, amounts.refunded, data.status, lineItems, data.processedAt ?? null]), 'base64url');
   return { shopId, orderId, data, amounts, lineItems, stateHash, now };
 }
 
