@@ -26,12 +26,15 @@ function recordingWrite(ms: number, error?: (items: Item[]) => Error | undefined
   return { statements, write };
 }
 
+/** A free slot takes the first write that gathers (the mechanism's settings that these tests are not about). */
+const EVERY_ARRIVAL = { minBatch: 1, maxGatherMs: 1_000 };
+
 const sqlError = (code: string) => Object.assign(new Error(`sqlstate ${code}`), { code });
 
 describe('groupCommit', () => {
   it('runs a lone write at once, and gathers writes that arrive while every slot is busy', async () => {
     const { statements, write } = recordingWrite(20);
-    const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 2, maxBatch: 10 });
+    const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 2, maxBatch: 10, ...EVERY_ARRIVAL });
     expect(await submit({ key: 'a' })).toBe('wrote a');
     expect(statements).toEqual([['a']]);
 
@@ -42,9 +45,47 @@ describe('groupCommit', () => {
     expect(statements).toEqual([['k0'], ['k1'], ['k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'k8', 'k9', 'k10', 'k11']]);
   });
 
+  it('while a statement runs, starts the next only once minBatch writes have gathered, or when the running ones end', async () => {
+    const { statements, write } = recordingWrite(30);
+    const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 2, maxBatch: 10, minBatch: 3, maxGatherMs: 1_000 });
+    const first = submit({ key: 'a' });
+    // b and c wait with a slot free; d makes three, and they start together while a still runs.
+    const next = ['b', 'c', 'd'].map((key) => submit({ key }));
+    await sleep(5);
+    expect(statements).toEqual([['a'], ['b', 'c', 'd']]);
+    // Both slots busy: e and f gather, and start when the running statements end, though only two.
+    const last = ['e', 'f'].map((key) => submit({ key }));
+    await Promise.all([first, ...next, ...last]);
+    expect(statements).toEqual([['a'], ['b', 'c', 'd'], ['e', 'f']]);
+  });
+
+  it('a statement stuck on a lock holds up the writes that gather behind it for maxGatherMs at most', async () => {
+    const { statements, write } = recordingWrite(0);
+    let unblock!: () => void;
+    const blocked = new Promise<void>((resolve) => (unblock = resolve));
+    const submit = groupCommit<Item, string>({
+      write: async (items) => {
+        if (items.some((i) => i.key === 'stuck')) await blocked;
+        return write(items);
+      },
+      key: (i) => i.key,
+      maxInFlight: 2,
+      maxBatch: 10,
+      minBatch: 16,
+      maxGatherMs: 20,
+    });
+    const stuck = submit({ key: 'stuck' });
+    const started = performance.now();
+    expect(await Promise.all([submit({ key: 'x' }), submit({ key: 'y' })])).toEqual(['wrote x', 'wrote y']);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(15);
+    expect(statements).toEqual([['x', 'y']]);
+    unblock();
+    expect(await stuck).toBe('wrote stuck');
+  });
+
   it('never puts two writes with one key in a statement, nor more than maxBatch', async () => {
     const { statements, write } = recordingWrite(20);
-    const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 1, maxBatch: 3 });
+    const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 1, maxBatch: 3, ...EVERY_ARRIVAL });
     const keys = ['busy', 'x', 'y', 'x', 'z', 'w'];
     expect(await Promise.all(keys.map((key) => submit({ key })))).toEqual(keys.map((k) => `wrote ${k}`));
     // 'busy' runs; x, y, z gather; the second x and w (over maxBatch) run alone at once.
@@ -55,7 +96,7 @@ describe('groupCommit', () => {
   it('tries each write alone when PostgreSQL refused the shared statement, so only the bad one fails', async () => {
     // A deadlock-like refusal of any statement holding the bad item, as PostgreSQL rolls back a whole statement.
     const { statements, write } = recordingWrite(10, (items) => (items.some((i) => i.fail) ? sqlError('40P01') : undefined));
-    const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 1, maxBatch: 10 });
+    const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 1, maxBatch: 10, ...EVERY_ARRIVAL });
     const results = await Promise.allSettled([submit({ key: 'first' }), submit({ key: 'a' }), submit({ key: 'bad', fail: true }), submit({ key: 'b' })]);
     expect(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message))).toEqual([
       'wrote first',
@@ -70,7 +111,7 @@ describe('groupCommit', () => {
   it('a write chosen as a deadlock\'s victim alone goes through when tried again', async () => {
     let refusals = 0;
     const { statements, write } = recordingWrite(5, (items) => (items.some((i) => i.fail) && refusals++ < 2 ? sqlError('40P01') : undefined));
-    const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 1, maxBatch: 10 });
+    const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 1, maxBatch: 10, ...EVERY_ARRIVAL });
     expect(await submit({ key: 'victim', fail: true })).toBe('wrote victim');
     expect(statements).toEqual([['victim'], ['victim'], ['victim']]);
   });
@@ -78,7 +119,7 @@ describe('groupCommit', () => {
   it('fails every write of a statement shed by the pool or cut off (the commit may have happened): none is tried again', async () => {
     for (const err of [new DatabaseOverloadedError(4), sqlError('57P01'), new Error('Connection terminated unexpectedly')]) {
       const { statements, write } = recordingWrite(10, (items) => (items.length > 1 ? err : undefined));
-      const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 1, maxBatch: 10 });
+      const submit = groupCommit<Item, string>({ write, key: (i) => i.key, maxInFlight: 1, maxBatch: 10, ...EVERY_ARRIVAL });
       const results = await Promise.allSettled(['first', 'a', 'b'].map((key) => submit({ key })));
       expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
       expect(statements).toEqual([['first'], ['a', 'b']]);

@@ -9,32 +9,61 @@ export type GroupCommitOptions<T, R> = {
   maxInFlight: number;
   /** Items in one statement at most. */
   maxBatch: number;
+  /**
+   * While a statement runs, the next starts only once this many items have gathered (or
+   * `maxGatherMs` after the first of them), not with the first: every statement pays a plan's
+   * start, its triggers and a commit, and one of a few items pays them for a few.
+   */
+  minBatch: number;
+  maxGatherMs: number;
 };
 
 /**
  * The settings every writer uses. Measured on the points bench (32 connections, 2 cores): one
  * statement at a time gathers the most per statement, two keep PostgreSQL busy while one waits for
  * its commit, four and more split the same requests into smaller, costlier groups. Two also means a
- * statement stuck on a row lock held elsewhere does not hold up every other write (and one that
- * cannot join runs alone).
+ * statement stuck on a row lock held elsewhere does not hold up every other write for more than
+ * `maxGatherMs` (and one that cannot join runs alone). Starting the second at once, with whatever
+ * had arrived, ran every other statement with one or two items: waiting for 16 raised points/add
+ * by about 30 % and PUT /orders by 10-25 % (docs/benchmarks.md, "Orders").
  */
-export const GROUP_COMMIT = { maxInFlight: 2, maxBatch: 64 } as const;
+export const GROUP_COMMIT = { maxInFlight: 2, maxBatch: 64, minBatch: 16, maxGatherMs: 10 } as const;
 
 /**
  * Group commit: concurrent writes made outside a transaction share one statement, so under load a
  * round trip, a plan and a commit (WAL flush) serve many requests instead of one. A write runs at
- * once while fewer than `maxInFlight` statements are running, so a lone request waits for nothing;
- * only while they are all busy do callers gather, and the next statement takes them together.
+ * once when no statement is running, so a lone request waits for nothing; otherwise callers
+ * gather, and the next statement takes them together: when a slot is free and `minBatch` have
+ * gathered, when the running statements end, or `maxGatherMs` after the first of them.
  *
  * A write that cannot join the gathering one (its key is there already, or it is full) runs alone
  * at once, queueing for a connection like any query, so the pool's bound still sheds load.
  */
 export function groupCommit<T, R>(options: GroupCommitOptions<T, R>): (item: T) => Promise<R> {
   type Caller = { item: T; resolve(result: R): void; reject(err: unknown): void };
-  const { write, key, maxInFlight, maxBatch } = options;
+  const { write, key, maxInFlight, maxBatch, minBatch, maxGatherMs } = options;
   let inFlight = 0;
   let gathering: Caller[] = [];
   const gatheredKeys = new Set<string>();
+  let gatherTimer: NodeJS.Timeout | undefined;
+
+  /** Starts the gathered callers' statement if a slot is free and it is time (see groupCommit). */
+  const dispatch = (timedOut = false) => {
+    if (gathering.length === 0 || inFlight >= maxInFlight) return;
+    if (inFlight === 0 || gathering.length >= minBatch || timedOut) {
+      clearTimeout(gatherTimer);
+      gatherTimer = undefined;
+      const next = gathering;
+      gathering = [];
+      gatheredKeys.clear();
+      void run(next);
+    } else {
+      gatherTimer ??= setTimeout(() => {
+        gatherTimer = undefined;
+        dispatch(true);
+      }, maxGatherMs);
+    }
+  };
 
   /** Writes one item by itself; `tried` times it was already a deadlock's victim. */
   const alone = async (caller: Caller, tried = 0) => {
@@ -64,23 +93,19 @@ export function groupCommit<T, R>(options: GroupCommitOptions<T, R>): (item: T) 
       else for (const caller of batch) caller.reject(err);
     } finally {
       inFlight--;
-      if (inFlight < maxInFlight && gathering.length) {
-        const next = gathering;
-        gathering = [];
-        gatheredKeys.clear();
-        void run(next);
-      }
+      dispatch();
     }
   };
 
   return (item) =>
     new Promise<R>((resolve, reject) => {
       const caller = { item, resolve, reject };
-      if (inFlight < maxInFlight) return void run([caller]);
+      if (inFlight === 0) return void run([caller]);
       const k = key(item);
       if (gathering.length >= maxBatch || gatheredKeys.has(k)) return void alone(caller);
       gathering.push(caller);
       gatheredKeys.add(k);
+      dispatch();
     });
 }
 
