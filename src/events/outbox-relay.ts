@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
 import type { DB } from '../db/database.js';
 import { inTransaction, type Trx } from '../db/transaction.js';
 import { type EventTopic, onOutboxCommit } from '../domain/events.js';
@@ -60,30 +61,17 @@ export function createOutboxRelay(options: {
   async function relayBatch(): Promise<number> {
     pending = false;
     const events = await inTransaction(db, async (trx) => {
-      const rows = await trx
-        .selectFrom('outbox_events')
-        .selectAll()
-        .where('relayed_at', 'is', null)
-        .orderBy('seq')
-        .limit(batchSize)
-        .forUpdate()
-        .skipLocked()
-        .execute();
+      // Claimed and marked in one statement; the mark commits with the handlers' work, or not at all.
+      const { rows } = await sql<{ seq: number; id: string; shop_id: string; type: EventTopic; data: unknown; created_at: Date }>`
+        update outbox_events set relayed_at = ${new Date()}
+        where seq = any(array(select seq from outbox_events where relayed_at is null order by seq limit ${batchSize} for update skip locked))
+        returning seq, id, shop_id, type, data, created_at`.execute(trx);
       if (rows.length === 0) return [];
-      const batch: OutboxEvent[] = rows.map((r) => ({
-        seq: r.seq,
-        id: r.id,
-        shopId: r.shop_id,
-        type: r.type as EventTopic,
-        data: r.data,
-        createdAt: r.created_at,
-      }));
+      // RETURNING keeps no order; consumers get events in the order they were written.
+      const batch: OutboxEvent[] = rows
+        .sort((a, b) => a.seq - b.seq)
+        .map((r) => ({ seq: r.seq, id: r.id, shopId: r.shop_id, type: r.type, data: r.data, createdAt: r.created_at }));
       for (const handler of handlers) await handler.inTransaction?.(trx, batch);
-      await trx
-        .updateTable('outbox_events')
-        .set({ relayed_at: new Date() })
-        .where('seq', 'in', rows.map((r) => r.seq))
-        .execute();
       return batch;
     });
     if (events.length) {
