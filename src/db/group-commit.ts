@@ -25,7 +25,7 @@ export type GroupCommitOptions<T, R> = {
  * statement stuck on a row lock held elsewhere does not hold up every other write for more than
  * `maxGatherMs` (and one that cannot join runs alone). Starting the second at once, with whatever
  * had arrived, ran every other statement with one or two items: waiting for 16 raised points/add
- * by about 30 % and PUT /orders by 10-25 % (docs/benchmarks.md, "Orders").
+ * by 29-32 % and PUT /orders by 7-24 % in runs alternating the two (docs/benchmarks.md, "Orders").
  */
 export const GROUP_COMMIT = { maxInFlight: 2, maxBatch: 64, minBatch: 16, maxGatherMs: 10 } as const;
 
