@@ -17,7 +17,38 @@ export type Measurement = {
   failures?: string;
   /** Every latency measured, in ms, so that several runs can be merged into one (`combine`). */
   latencies: number[];
+  /** Open loop only: when the requests slower than the target were sent, grouped (see `slowEpisodes`). */
+  slow?: SlowEpisode[];
 };
+
+/** Requests over a latency bound whose starts fall close together: one stall, not many slow requests. */
+export type SlowEpisode = { startSec: number; endSec: number; requests: number; maxMs: number };
+
+/**
+ * Groups the requests slower than `boundMs` into episodes (starts within `gapMs` of the previous
+ * slow one), slowest first. Scattered slow requests are queueing; a tight episode of dozens is a
+ * stall, and its time can be matched with what the server or the database did then.
+ */
+export function slowEpisodes(sent: ArrayLike<number>, latencies: ArrayLike<number>, boundMs: number, gapMs = 50): SlowEpisode[] {
+  const slow = Array.from({ length: latencies.length }, (_, i) => i)
+    .filter((i) => latencies[i]! > boundMs)
+    .sort((a, b) => sent[a]! - sent[b]!);
+  const episodes: SlowEpisode[] = [];
+  let last: SlowEpisode | undefined;
+  let lastSent = -Infinity;
+  for (const i of slow) {
+    const at = sent[i]! / 1000;
+    if (!last || sent[i]! - lastSent > gapMs) {
+      last = { startSec: at, endSec: at, requests: 0, maxMs: 0 };
+      episodes.push(last);
+    }
+    last.endSec = (sent[i]! + latencies[i]!) / 1000;
+    last.requests++;
+    last.maxMs = Math.max(last.maxMs, latencies[i]!);
+    lastSent = sent[i]!;
+  }
+  return episodes.sort((a, b) => b.maxMs - a.maxMs);
+}
 
 /** The value at percentile `p` of ascending `sorted` (nearest rank). */
 export function percentile(sorted: ArrayLike<number>, p: number): number {
@@ -200,11 +231,13 @@ export async function runHttpPhase(
  * a client sees at a load the server keeps up with. (autocannon's own rate option sends each
  * second's quota in a burst at the start of the second, which measures the burst's queue.)
  */
-export async function runOpenLoop(load: Omit<HttpLoad, 'amount'> & { rate: number; durationSec: number }): Promise<Measurement> {
+export async function runOpenLoop(load: Omit<HttpLoad, 'amount'> & { rate: number; durationSec: number; slowMs?: number }): Promise<Measurement> {
   const pool = new Pool(new URL(load.url).origin, { connections: load.connections });
   const { pathname, search } = new URL(load.url);
   const total = Math.round(load.rate * load.durationSec);
   const latencies: number[] = [];
+  /** When each measured request was due, in ms from the start (for slowEpisodes). */
+  const sentAt: number[] = [];
   let failed = 0;
   const inFlight: Array<Promise<void>> = [];
   const started = performance.now();
@@ -212,8 +245,10 @@ export async function runOpenLoop(load: Omit<HttpLoad, 'amount'> & { rate: numbe
     try {
       const res = await pool.request({ method: load.method ?? 'POST', path: pathname + search, headers: load.headers, body: load.body?.() });
       await res.body.dump();
-      if (res.statusCode >= 200 && res.statusCode < 300) latencies.push(performance.now() - scheduled);
-      else failed++;
+      if (res.statusCode >= 200 && res.statusCode < 300) {
+        latencies.push(performance.now() - scheduled);
+        sentAt.push(scheduled - started);
+      } else failed++;
     } catch {
       failed++;
     }
@@ -231,5 +266,6 @@ export async function runOpenLoop(load: Omit<HttpLoad, 'amount'> & { rate: numbe
   await Promise.all(inFlight);
   const durationSec = (performance.now() - started) / 1000;
   await pool.close();
-  return { rate: latencies.length / durationSec, ...summarize(latencies), ok: latencies.length, failed, durationSec, latencies };
+  const slow = load.slowMs === undefined ? {} : { slow: slowEpisodes(sentAt, latencies, load.slowMs) };
+  return { rate: latencies.length / durationSec, ...summarize(latencies), ok: latencies.length, failed, durationSec, latencies, ...slow };
 }

@@ -215,10 +215,14 @@ async function run(options: BenchOptions): Promise<boolean> {
     for (const face of faces) {
       const rate = Math.round(combine(turns[face]).rate / 2);
       await checkpoint();
-      const m = await runOpenLoop({ ...load(face), rate, durationSec: options.durationSec });
+      const m = await runOpenLoop({ ...load(face), rate, durationSec: options.durationSec, slowMs: TARGETS.p99Ms });
       successes[face] += m.ok;
       steady[face] = m;
       process.stdout.write(`  ${face.padEnd(8)} at ${rate} req/s: p50 ${fmt.ms(m.p50)}, p99 ${fmt.ms(m.p99)}${m.failed ? `, ${m.failed} failed` : ''}\n`);
+      // Where the slow requests were: one tight episode is a stall, scattered ones are queueing.
+      for (const e of m.slow!.slice(0, 3)) {
+        process.stdout.write(`    over ${TARGETS.p99Ms} ms: ${e.requests} requests sent ${e.startSec.toFixed(2)}-${e.endSec.toFixed(2)} s, up to ${fmt.ms(e.maxMs)}\n`);
+      }
     }
 
     // pgbench in one run: each run opens its connections afresh, and cold backends in short turns
