@@ -209,6 +209,45 @@ describe('PUT /orders/:orderId', () => {
   });
 });
 
+// Issue 31, item 9: the value of refunded units stays exact (a third of a 1.00 line is 0.333…)
+// until the eligible amount is floored, once, whichever path writes the state.
+describe('refunded units are exact end to end, in USD, JPY and KWD', () => {
+  it.each([
+    ['USD', '0.34', '0.02', '1.00', '3.00'],
+    ['JPY', '34', '2', '100', '300'],
+    ['KWD', '0.334', '0.002', '1.000', '3.000'],
+  ])('%s: three lines of 3 × (%s − %s) earn 3 per %s; one unit of each back keeps 2', async (currency, price, discount, one, total) => {
+    const s = await t.shop(`Exact ${currency}`);
+    await updateShopSettings(db(), s.shopId, { currency });
+    await placeOrderRule(s.apiKey, { spent: one });
+    await t.customer(s.shopId, `exact-${currency}`);
+    const state = (refundedQuantity: number) => ({
+      customerIdentifier: `exact-${currency}`,
+      currency,
+      subtotal: total,
+      total,
+      refunded: refundedQuantity ? one : '0',
+      status: refundedQuantity ? 'partially_refunded' : 'paid',
+      lineItems: ['a', 'b', 'c'].map((productId) => ({ productId, quantity: 3, price, discount, refundedQuantity })),
+    });
+    // Paid, then refunded: the locked path takes back 1 point, not 2.
+    const paid = await put('X-1', state(0), s.apiKey);
+    expect(paid.status).toBe(201);
+    expect((await paid.json()).order).toMatchObject({ pointsEarned: 3 });
+    const refunded = await put('X-1', state(1), s.apiKey);
+    expect(refunded.status).toBe(200);
+    expect((await refunded.json()).order).toMatchObject({ pointsEarned: 2, pointsClawedBack: 1, unrecoveredPoints: 0 });
+    // A first state that carries the refund already (the one-statement path) earns the same 2.
+    const late = await put('X-2', state(1), s.apiKey);
+    expect(late.status).toBe(201);
+    expect((await late.json()).order).toMatchObject({ pointsEarned: 2, pointsClawedBack: 0 });
+    const c = await db().selectFrom('customers').select(['id', 'points']).where('shop_id', '=', s.shopId).executeTakeFirstOrThrow();
+    expect(c.points).toBe(4);
+    const entries = await db().selectFrom('activities').select(['type', 'new_points']).where('customer_id', '=', c.id).orderBy('seq').execute();
+    expect(entries.map((a) => [a.type, a.new_points])).toEqual([['earn_points', 3], ['clawback_points', 2], ['earn_points', 4]]);
+  });
+});
+
 /** A shop of its own, with a customer and a rule of `earnPoint` per $1, on `a`. */
 async function programShop(a: TestApp, name: string) {
   const s = await a.shop(name);
