@@ -34,6 +34,7 @@ export const pendingRelease: DueWork = {
             amount: row.points,
             type: 'earn_points',
             settingType: 'order',
+            // orderDescription's text first: the tier metric's rebuild finds an order's credits by it.
             description: `order ${row.shop_order_id}, pending until ${row.available_at.toISOString().slice(0, 10)}`,
             note: null,
             topic: 'points/available',
