@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { currencyExponent, formatMoney, MAX_MINOR, mulDivFloor, parseMoney } from '../src/domain/money.js';
+import { currencyExponent, formatMoney, lcm, MAX_MINOR, mulDivFloor, parseMoney } from '../src/domain/money.js';
 
 describe('money', () => {
   it.each([
@@ -88,5 +88,15 @@ describe('money', () => {
     [0, 5, 7, 0],
   ])('mulDivFloor(%i, %i, %i) = %i', (a, b, c, expected) => {
     expect(mulDivFloor(a, b, c)).toBe(expected);
+  });
+
+  it.each([
+    [1n, 3n, 3n],
+    [3n, 7n, 21n],
+    [4n, 6n, 12n],
+    [21n, 7n, 21n],
+    [999_983n * 999_979n, 999_961n, 999_983n * 999_979n * 999_961n],
+  ])('lcm(%s, %s) = %s', (a, b, expected) => {
+    expect(lcm(a, b)).toBe(expected);
   });
 });

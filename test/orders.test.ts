@@ -209,6 +209,139 @@ describe('PUT /orders/:orderId', () => {
   });
 });
 
+// Issue 31, item 12: what docs/api.md says of the edges an independent model found silent.
+describe('the edges docs/api.md spells out', () => {
+  const shirtBack = [
+    { productId: 'shirt', quantity: 2, price: '20.00', collectionIds: ['tops'], refundedQuantity: 1 },
+    { productId: 'mug', quantity: 1, price: '10.50' },
+  ];
+
+  it('a shortfall is not a debt: an edit that raises the order afterwards is credited in full', async () => {
+    await t.customer(shop.shopId, 'sf-1');
+    expect((await (await put('SF-1', orderBody('sf-1'))).json()).order.pointsEarned).toBe(50);
+    expect((await t.post('/rest-api/v1/points/substract', { customerIdentifier: 'sf-1', amount: 45 }, shop.apiKey)).status).toBe(200);
+    // A shirt back: 30 points now; 5 come back from the balance, 15 were spent.
+    const refunded = await (await put('SF-1', orderBody('sf-1', { status: 'partially_refunded', refunded: '20.00', lineItems: shirtBack }))).json();
+    expect(refunded.order).toMatchObject({ pointsEarned: 30, pointsClawedBack: 20, unrecoveredPoints: 15 });
+    expect((await customer('sf-1')).points).toBe(0);
+    // An edit adds a $10.00 cap: 40 points, so 10 more, all of them credited.
+    const edited = orderBody('sf-1', {
+      status: 'partially_refunded',
+      refunded: '20.00',
+      subtotal: '60.50',
+      total: '69.54',
+      lineItems: [...shirtBack, { productId: 'cap', quantity: 1, price: '10.00' }],
+    });
+    const raised = await (await put('SF-1', edited)).json();
+    expect(raised.order).toMatchObject({ pointsEarned: 40, pointsClawedBack: 20, unrecoveredPoints: 15 });
+    expect((await customer('sf-1')).points).toBe(10);
+    expect((await ledger('sf-1')).map((a) => [a.type, a.new_points])).toEqual([['earn_points', 50], ['subtract_points', 5], ['clawback_points', 0], ['earn_points', 10]]);
+  });
+
+  // Refunded amounts never go down, so each state carries the larger of the two.
+  const refundedOf: Record<string, number> = { pending: 0, paid: 0, partially_refunded: 10, refunded: 59.54, cancelled: 0 };
+  it.each<[string, string, number]>([
+    ['pending', 'paid', 200],
+    ['pending', 'cancelled', 200],
+    ['paid', 'paid', 200],
+    ['paid', 'refunded', 200],
+    ['partially_refunded', 'partially_refunded', 200],
+    ['partially_refunded', 'refunded', 200],
+    ['partially_refunded', 'cancelled', 200],
+    ['refunded', 'cancelled', 200],
+    ['cancelled', 'refunded', 200],
+    ['paid', 'pending', 422],
+    ['partially_refunded', 'paid', 422],
+    ['refunded', 'partially_refunded', 422],
+    ['cancelled', 'paid', 422],
+  ])('status %s → %s: %i', async (from, to, status) => {
+    const id = `ST-${from}-${to}`;
+    await t.customer(shop.shopId, 'st-1');
+    const state = (s: string, refunded: number, edit = false) =>
+      orderBody('st-1', { status: s, refunded: refunded.toFixed(2), ...(edit ? { shipping: '6.00', total: '60.54' } : {}) });
+    expect((await put(id, state(from, refundedOf[from]!))).status).toBe(201);
+    // The second state always differs from the first (an edit of the shipping when the status stays).
+    const res = await put(id, state(to, Math.max(refundedOf[from]!, refundedOf[to]!), true));
+    expect(res.status).toBe(status);
+    const body = await res.json();
+    if (status === 422) expect(body).toMatchObject({ error: 'order_status_backwards' });
+    else expect(body).toMatchObject({ message: 'Order updated', order: { status: to } });
+  });
+
+  it('total is not checked against subtotal + shipping + tax; it prorates money-only refunds', async () => {
+    await t.customer(shop.shopId, 'tot-1');
+    // Tax included in the prices: the $4.04 is inside the $50.50 subtotal, so the total is 55.50.
+    const included = await put('TOT-1', orderBody('tot-1', { total: '55.50' }));
+    expect(included.status).toBe(201);
+    expect((await included.json()).order).toMatchObject({ total: '55.50', pointsEarned: 50 });
+    // A tip of $2.00 on top of the sum.
+    expect((await put('TOT-2', orderBody('tot-1', { total: '61.54' }))).status).toBe(201);
+    // $5.55 of the 55.50 back as money: the lines keep 50.50 × (55.50 − 5.55) / 55.50 = 45.45.
+    const refund = await (await put('TOT-1', orderBody('tot-1', { total: '55.50', refunded: '5.55', status: 'partially_refunded' }))).json();
+    expect(refund.order).toMatchObject({ pointsEarned: 45, pointsClawedBack: 5 });
+  });
+
+  it('sourceUpdatedAt: an older state changes nothing, even a move back; a state without it applies and keeps the stored time', async () => {
+    await t.customer(shop.shopId, 'src-1');
+    const at = (time?: string) => (time ? { sourceUpdatedAt: time } : {});
+    const stored = async () => (await db().selectFrom('orders').select(['status', 'refunded_minor', 'source_updated_at']).where('shop_id', '=', shop.shopId).where('order_id', '=', 'SRC-1').executeTakeFirstOrThrow());
+    expect((await put('SRC-1', orderBody('src-1', at('2026-11-20T10:00:00Z')))).status).toBe(201);
+    // Older: unchanged (200), whether it would be a refund or a move back to pending.
+    for (const older of [{ status: 'partially_refunded', refunded: '10.00' }, { status: 'pending' }]) {
+      const res = await put('SRC-1', orderBody('src-1', { ...older, ...at('2026-11-20T09:00:00Z') }));
+      expect(res.status).toBe(200);
+      expect((await res.json()).message).toBe('Order unchanged');
+    }
+    // Without a time: applied, and the stored time stays.
+    const untimed = await put('SRC-1', orderBody('src-1', { status: 'partially_refunded', refunded: '10.00' }));
+    expect((await untimed.json()).message).toBe('Order updated');
+    expect(await stored()).toEqual({ status: 'partially_refunded', refunded_minor: 1000, source_updated_at: new Date('2026-11-20T10:00:00Z') });
+    // Still compared with it: older changes nothing, the same time applies.
+    expect((await (await put('SRC-1', orderBody('src-1', { status: 'refunded', refunded: '59.54', ...at('2026-11-20T09:30:00Z') }))).json()).message).toBe('Order unchanged');
+    expect((await (await put('SRC-1', orderBody('src-1', { status: 'refunded', refunded: '59.54', ...at('2026-11-20T10:00:00Z') }))).json()).message).toBe('Order updated');
+    expect((await stored()).status).toBe('refunded');
+  });
+});
+
+// Issue 31, item 9: the value of refunded units stays exact (a third of a 1.00 line is 0.333…)
+// until the eligible amount is floored, once, whichever path writes the state.
+describe('refunded units are exact end to end, in USD, JPY and KWD', () => {
+  it.each([
+    ['USD', '0.34', '0.02', '1.00', '3.00'],
+    ['JPY', '34', '2', '100', '300'],
+    ['KWD', '0.334', '0.002', '1.000', '3.000'],
+  ])('%s: three lines of 3 × (%s − %s) earn 3 per %s; one unit of each back keeps 2', async (currency, price, discount, one, total) => {
+    const s = await t.shop(`Exact ${currency}`);
+    await updateShopSettings(db(), s.shopId, { currency });
+    await placeOrderRule(s.apiKey, { spent: one });
+    await t.customer(s.shopId, `exact-${currency}`);
+    const state = (refundedQuantity: number) => ({
+      customerIdentifier: `exact-${currency}`,
+      currency,
+      subtotal: total,
+      total,
+      refunded: refundedQuantity ? one : '0',
+      status: refundedQuantity ? 'partially_refunded' : 'paid',
+      lineItems: ['a', 'b', 'c'].map((productId) => ({ productId, quantity: 3, price, discount, refundedQuantity })),
+    });
+    // Paid, then refunded: the locked path takes back 1 point, not 2.
+    const paid = await put('X-1', state(0), s.apiKey);
+    expect(paid.status).toBe(201);
+    expect((await paid.json()).order).toMatchObject({ pointsEarned: 3 });
+    const refunded = await put('X-1', state(1), s.apiKey);
+    expect(refunded.status).toBe(200);
+    expect((await refunded.json()).order).toMatchObject({ pointsEarned: 2, pointsClawedBack: 1, unrecoveredPoints: 0 });
+    // A first state that carries the refund already (the one-statement path) earns the same 2.
+    const late = await put('X-2', state(1), s.apiKey);
+    expect(late.status).toBe(201);
+    expect((await late.json()).order).toMatchObject({ pointsEarned: 2, pointsClawedBack: 0 });
+    const c = await db().selectFrom('customers').select(['id', 'points']).where('shop_id', '=', s.shopId).executeTakeFirstOrThrow();
+    expect(c.points).toBe(4);
+    const entries = await db().selectFrom('activities').select(['type', 'new_points']).where('customer_id', '=', c.id).orderBy('seq').execute();
+    expect(entries.map((a) => [a.type, a.new_points])).toEqual([['earn_points', 3], ['clawback_points', 2], ['earn_points', 4]]);
+  });
+});
+
 /** A shop of its own, with a customer and a rule of `earnPoint` per $1, on `a`. */
 async function programShop(a: TestApp, name: string) {
   const s = await a.shop(name);

@@ -1,9 +1,17 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { sql } from 'kysely';
+import { Migrator, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrations } from '../migrations/index.js';
+import { openDatabase } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { upsertCustomer } from '../src/domain/customers.js';
+import { createEarningRule } from '../src/domain/earning-rules.js';
+import { upsertOrder } from '../src/domain/order-writes.js';
+import { changePoints } from '../src/domain/points.js';
 import { startOfShopDay } from '../src/domain/rule-awards.js';
+import { createShop } from '../src/domain/shops.js';
 import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 
@@ -452,4 +460,300 @@ describe('after downtime', () => {
       await rm(dir, { recursive: true, force: true });
     }
   }, 60_000);
+});
+
+// Issue 31, item 11: a refund lowers points_earned by every point the order no longer earns
+// (spent ones included), on the days the order's points counted on; the tier still falls only at
+// the daily evaluation. Orders are written at the moved clock's time (the domain call REST makes).
+describe('buy, spend, return: the metric falls by what the order no longer earns', () => {
+  const clock = movableClock();
+  let t: TestApp;
+  let start: Date;
+  beforeAll(async () => {
+    t = await startTestApp({ WORKER: 'off' }, { clock: clock.now });
+  });
+  afterAll(() => t?.stop());
+  const db = () => t.app.database.db;
+  /** The UTC date `n` days after the test began. */
+  const day = (n: number) => new Date(start.getTime() + n * DAY).toISOString().slice(0, 10);
+  const begin = (at = new Date()) => {
+    start = at;
+    clock.moveTo(at);
+  };
+
+  const subtract = (shop: { apiKey: string }, id: string, amount: number) => t.post('/rest-api/v1/points/substract', { customerIdentifier: id, amount }, shop.apiKey);
+  /** Two lines, $40.00 and $20.00 (and `extra`); `back` of the $20.00 one returned with its money. */
+  const twoLines = (back: number, extra: Array<{ productId: string; quantity: number; price: string; refundedQuantity?: number }> = []) => {
+    const lineItems = [{ productId: 'coat', quantity: 1, price: '40.00' }, { productId: 'scarf', quantity: 1, price: '20.00', refundedQuantity: back }, ...extra];
+    const total = (60 + extra.reduce((sum, l) => sum + Number(l.price), 0)).toFixed(2);
+    return { subtotal: total, total, refunded: back ? '20.00' : '0', status: back ? 'partially_refunded' : 'paid', lineItems };
+  };
+  /** The order's state written as PUT /orders writes it, at the clock's time. */
+  const order = async (shop: { shopId: string }, orderId: string, customerIdentifier: string, state: Record<string, unknown>) =>
+    (await upsertOrder(db(), shop.shopId, orderId, { customerIdentifier, currency: 'USD', shipping: '0', tax: '0', ...state }, new Date(clock.now()))).order;
+  const oneLine = (total: string, extra: Record<string, unknown> = {}) => ({ subtotal: total, total, refunded: '0', status: 'paid', lineItems: [{ productId: 'P-1', quantity: 1, price: total }], ...extra });
+  /** The customer's metric over the shop's window at the clock's time (this year's, for calendar_year). */
+  const metric = async (shopId: string, id: string) => {
+    const { rows } = await sql<{ v: string }>`
+      select v.metric_value as v from customers c join shops s on s.id = c.shop_id
+      cross join lateral tier_values(array[c.id], s.tier_metric, s.tier_window, s.tier_window_days, s.timezone, ${new Date(clock.now())}, false) v
+      where c.shop_id = ${shopId} and c.shopify_customer_id = ${id}`.execute(db());
+    return Number(rows[0]!.v);
+  };
+  const tierOf = async (shop: { apiKey: string }, id: string) => (await standing(t, shop.apiKey, id)).tier?.tier.name ?? null;
+  const metricDays = async (shopId: string) => {
+    const rows = await db()
+      .selectFrom('tier_metric_days as d')
+      .innerJoin('customers as c', 'c.id', 'd.customer_id')
+      .select(['c.shopify_customer_id', 'd.day', 'd.points'])
+      .where('c.shop_id', '=', shopId)
+      .orderBy('c.shopify_customer_id')
+      .orderBy('d.day')
+      .execute();
+    return rows.map((r) => [r.shopify_customer_id, new Date(r.day as unknown as string).toISOString().slice(0, 10), Number(r.points)]);
+  };
+
+  it('spent, then refunded in full: the metric drops to 0 at once, the tier at the next evaluation', async () => {
+    begin();
+    const shop = await tierShop(t, null, [{ name: 'Gold', threshold: '50' }]);
+    await t.customer(shop.shopId, 'returner');
+    await order(shop, 'R-1', 'returner', oneLine('60.00'));
+    expect((await subtract(shop, 'returner', 60)).status).toBe(200);
+    // Spending never costs the tier.
+    expect(await metric(shop.shopId, 'returner')).toBe(60);
+    expect(await tierOf(shop, 'returner')).toBe('Gold');
+    expect(await order(shop, 'R-1', 'returner', oneLine('60.00', { refunded: '60.00', status: 'refunded' }))).toMatchObject({ pointsEarned: 0, pointsClawedBack: 60, unrecoveredPoints: 60 });
+    // Not one point came back from the balance, yet all 60 leave the metric; the tier waits for the evaluation.
+    expect((await standing(t, shop.apiKey, 'returner')).points).toBe(0);
+    expect(await metric(shop.shopId, 'returner')).toBe(0);
+    expect(await tierOf(shop, 'returner')).toBe('Gold');
+    advance(clock, DAY);
+    await t.app.scheduler.runDue();
+    expect(await tierOf(shop, 'returner')).toBeNull();
+    expect(tierNames(await tierEvents(t, shop.shopId))).toEqual([
+      [null, 'Gold', 'upgrade'],
+      ['Gold', null, 'evaluation'],
+    ]);
+    expect(await metricDays(shop.shopId)).toEqual([['returner', day(0), 0]]);
+  });
+
+  it('partly spent, partly refunded: recovered and unrecovered points both leave; a later edit counts in full', async () => {
+    begin();
+    const shop = await tierShop(t, null, [
+      { name: 'Silver', threshold: '30' },
+      { name: 'Gold', threshold: '50' },
+    ]);
+    await t.customer(shop.shopId, 'partial');
+    await order(shop, 'P-1', 'partial', twoLines(0));
+    expect((await subtract(shop, 'partial', 50)).status).toBe(200);
+    // The scarf back: 20 points owed, 10 from the balance, 10 already spent.
+    expect(await order(shop, 'P-1', 'partial', twoLines(1))).toMatchObject({ pointsEarned: 40, pointsClawedBack: 20, unrecoveredPoints: 10 });
+    expect(await metric(shop.shopId, 'partial')).toBe(40);
+    expect(await tierOf(shop, 'partial')).toBe('Gold');
+    advance(clock, DAY);
+    await t.app.scheduler.runDue();
+    expect(await tierOf(shop, 'partial')).toBe('Silver');
+    // An edit adds a $15.00 hat: 15 points credited in full (a shortfall is no debt), counted on the edit's day.
+    expect(await order(shop, 'P-1', 'partial', twoLines(1, [{ productId: 'hat', quantity: 1, price: '15.00' }]))).toMatchObject({ pointsEarned: 55, unrecoveredPoints: 10 });
+    expect((await standing(t, shop.apiKey, 'partial')).points).toBe(15);
+    expect(await metric(shop.shopId, 'partial')).toBe(55);
+    expect(await tierOf(shop, 'partial')).toBe('Gold');
+    expect(await metricDays(shop.shopId)).toEqual([
+      ['partial', day(0), 40],
+      ['partial', day(1), 15],
+    ]);
+    // Everything back: 15 from the balance, 40 unrecovered; each day loses what it held.
+    const all = { ...twoLines(1, [{ productId: 'hat', quantity: 1, price: '15.00', refundedQuantity: 1 }]), refunded: '75.00', status: 'refunded' };
+    expect(await order(shop, 'P-1', 'partial', all)).toMatchObject({ pointsEarned: 0, pointsClawedBack: 75, unrecoveredPoints: 50 });
+    expect(await metricDays(shop.shopId)).toEqual([
+      ['partial', day(0), 0],
+      ['partial', day(1), 0],
+    ]);
+  });
+
+  it('a fall leaves the order\'s latest days first', async () => {
+    begin();
+    const shop = await tierShop(t, null, [{ name: 'Gold', threshold: '1000' }]);
+    await t.customer(shop.shopId, 'lifo');
+    await order(shop, 'L-1', 'lifo', twoLines(0));
+    advance(clock, DAY);
+    await order(shop, 'L-1', 'lifo', twoLines(0, [{ productId: 'hat', quantity: 1, price: '15.00' }]));
+    // The scarf back (20): the hat's day holds 15, the first day gives the other 5.
+    await order(shop, 'L-1', 'lifo', twoLines(1, [{ productId: 'hat', quantity: 1, price: '15.00' }]));
+    expect(await metricDays(shop.shopId)).toEqual([
+      ['lifo', day(0), 55],
+      ['lifo', day(1), 0],
+    ]);
+  });
+
+  it('pending points: a refund before they are available leaves the metric alone; after, it takes them out', async () => {
+    begin();
+    const shop = await tierShop(t, null, [{ name: 'Silver', threshold: '30' }]);
+    expect((await settings(t, shop.apiKey, { pendingDays: 14 })).userErrors).toEqual([]);
+    await t.customer(shop.shopId, 'waiter');
+    expect(await order(shop, 'W-1', 'waiter', twoLines(0))).toMatchObject({ pointsEarned: 60, pointsPending: 60 });
+    // Pending points are not in the metric yet, so taking 20 of them back changes nothing there.
+    expect(await order(shop, 'W-1', 'waiter', twoLines(1))).toMatchObject({ pointsEarned: 40, pointsPending: 40 });
+    expect(await metric(shop.shopId, 'waiter')).toBe(0);
+    // Available 14 days later: they count from then (the day of their ledger entry, written at the
+    // real time), and lift the customer at once.
+    advance(clock, 14 * DAY);
+    await t.app.scheduler.runDue();
+    expect((await standing(t, shop.apiKey, 'waiter')).points).toBe(40);
+    expect(await metric(shop.shopId, 'waiter')).toBe(40);
+    expect(await tierOf(shop, 'waiter')).toBe('Silver');
+    expect((await subtract(shop, 'waiter', 40)).status).toBe(200);
+    advance(clock, DAY);
+    const all = { ...twoLines(1), lineItems: [{ productId: 'coat', quantity: 1, price: '40.00', refundedQuantity: 1 }, { productId: 'scarf', quantity: 1, price: '20.00', refundedQuantity: 1 }], refunded: '60.00', status: 'refunded' };
+    expect(await order(shop, 'W-1', 'waiter', all)).toMatchObject({ pointsEarned: 0, pointsPending: 0, unrecoveredPoints: 40 });
+    expect(await metric(shop.shopId, 'waiter')).toBe(0);
+    expect(await tierOf(shop, 'waiter')).toBe('Silver');
+    const released = await db().selectFrom('activities').select('created_at').where('shop_id', '=', shop.shopId).where('type', '=', 'earn_points').executeTakeFirstOrThrow();
+    const releaseDay = released.created_at.toISOString().slice(0, 10);
+    // The order's own day (amount_spent) and the day its points counted on: 0 points each now.
+    expect(await metricDays(shop.shopId)).toEqual([...new Set([day(0), releaseDay])].sort().map((d) => ['waiter', d, 0]));
+    advance(clock, DAY);
+    await t.app.scheduler.runDue();
+    expect(await tierOf(shop, 'waiter')).toBeNull();
+  });
+
+  it('calendar_year: an order of December returned in January leaves December, so the year it bought ends too', async () => {
+    const zone = 'America/New_York';
+    const year = new Date().getUTCFullYear() + 1;
+    begin(new Date(`${year}-12-20T17:00:00Z`));
+    const shop = await tierShop(t, { window: 'calendar_year' }, [{ name: 'Gold', threshold: '50' }], zone);
+    await t.customer(shop.shopId, 'december');
+    await order(shop, 'D-1', 'december', oneLine('60.00'));
+    expect(await tierOf(shop, 'december')).toBe('Gold');
+    expect((await subtract(shop, 'december', 30)).status).toBe(200);
+    // Into January: last year qualifies for this one, so the evaluations keep Gold.
+    clock.moveTo(new Date(`${year + 1}-01-05T17:00:00Z`));
+    await t.app.scheduler.runDue();
+    expect(await tierOf(shop, 'december')).toBe('Gold');
+    // Returned: 30 come back from the balance, 30 were spent; all 60 leave 20 December.
+    expect(await order(shop, 'D-1', 'december', oneLine('60.00', { refunded: '60.00', status: 'refunded' }))).toMatchObject({ pointsClawedBack: 60, unrecoveredPoints: 30 });
+    // This year's metric is 0, not −60, and December's is 0 too. The tier waits for the evaluation.
+    expect(await metric(shop.shopId, 'december')).toBe(0);
+    expect(await metricDays(shop.shopId)).toEqual([['december', `${year}-12-20`, 0]]);
+    expect(await tierOf(shop, 'december')).toBe('Gold');
+    clock.moveTo(new Date(`${year + 1}-01-06T17:00:00Z`));
+    await t.app.scheduler.runDue();
+    expect(await tierOf(shop, 'december')).toBeNull();
+  });
+
+  it('racing refunds and adds: the metric is every order\'s available points plus the adds, exactly', async () => {
+    begin();
+    const shop = await tierShop(t, null, [{ name: 'Gold', threshold: '100000' }]);
+    await t.customer(shop.shopId, 'racer');
+    const ids = Array.from({ length: 20 }, (_, i) => `RC-${i}`);
+    await Promise.all(ids.map((id) => putOrder(t, shop.apiKey, id, 'racer', '60.00', twoLines(0))));
+    expect((await subtract(shop, 'racer', 1000)).status).toBe(200);
+    // Each order's scarf back (20 owed; the balance holds 200 of the 400), then in full, while adds race them.
+    const answers = await Promise.all([
+      ...ids.map((id) => putOrder(t, shop.apiKey, id, 'racer', '60.00', twoLines(1))),
+      ...Array.from({ length: 10 }, () => addPoints(t, shop.apiKey, 'racer', 7)),
+      ...ids.slice(0, 5).map((id) => putOrder(t, shop.apiKey, id, 'racer', '60.00', { ...twoLines(1), refunded: '60.00', status: 'refunded' })),
+    ]);
+    expect(answers.every((r) => r.status === 200 || r.status === 422)).toBe(true);
+    const orders = await db().selectFrom('orders').selectAll().where('shop_id', '=', shop.shopId).execute();
+    const available = orders.reduce((sum, o) => sum + o.points_earned - o.points_clawed_back - o.points_pending, 0);
+    expect(await metric(shop.shopId, 'racer')).toBe(available + 70);
+    const perOrder = await sql<{ order_id: string; points: string }>`select order_id, sum(points) as points from tier_order_points group by 1`.execute(db());
+    const held = new Map(perOrder.rows.map((r) => [r.order_id, Number(r.points)]));
+    for (const o of orders) expect(held.get(o.id)).toBe(o.points_earned - o.points_clawed_back - o.points_pending);
+    // The balance and the ledger agree, as everywhere.
+    const c = await db().selectFrom('customers').select(['id', 'points']).where('shop_id', '=', shop.shopId).executeTakeFirstOrThrow();
+    const last = await db().selectFrom('activities').select('new_points').where('customer_id', '=', c.id).orderBy('seq', 'desc').limit(1).executeTakeFirstOrThrow();
+    expect(c.points).toBe(last.new_points);
+  });
+
+  it('a shop\'s first tier counts history as the triggers would have kept it', async () => {
+    // The same history in two shops: one keeps its metric from the start, the other from its first
+    // tier at the end. The history reads the days of its ledger: REST writes and the locked path
+    // date their entries by the real time, so the clock moves only before new orders (which the
+    // one-statement path dates by the clock) and for the pending release.
+    const history = async (shop: { shopId: string; apiKey: string }) => {
+      begin();
+      await t.customer(shop.shopId, 'h-1');
+      await t.customer(shop.shopId, 'h-2');
+      expect((await addPoints(t, shop.apiKey, 'h-2', 25)).status).toBe(200);
+      await order(shop, 'H-1', 'h-1', twoLines(0));
+      await order(shop, 'H-2', 'h-2', twoLines(0));
+      expect((await subtract(shop, 'h-1', 55)).status).toBe(200);
+      await order(shop, 'H-1', 'h-1', twoLines(1));
+      await order(shop, 'H-1', 'h-1', twoLines(1, [{ productId: 'hat', quantity: 1, price: '15.00' }]));
+      expect((await settings(t, shop.apiKey, { pendingDays: 3 })).userErrors).toEqual([]);
+      await order(shop, 'H-3', 'h-2', oneLine('10.00'));
+      advance(clock, 4 * DAY);
+      await t.app.scheduler.runDue();
+      expect((await settings(t, shop.apiKey, { pendingDays: 0 })).userErrors).toEqual([]);
+      await order(shop, 'H-4', 'h-2', oneLine('30.00'));
+      expect((await subtract(shop, 'h-2', 125)).status).toBe(200);
+      await order(shop, 'H-2', 'h-2', { ...twoLines(0), refunded: '60.00', status: 'refunded' });
+      await order(shop, 'H-3', 'h-2', oneLine('10.00', { refunded: '5.00', status: 'partially_refunded' }));
+      await order(shop, 'H-4', 'h-2', oneLine('30.00', { refunded: '10.00', status: 'partially_refunded' }));
+    };
+    const kept = await tierShop(t, null, [{ name: 'Far', threshold: '100000' }]);
+    await history(kept);
+    const late = await tierShop(t, null, []);
+    await history(late);
+    expect((await createTier(t, late.apiKey, { name: 'Far', threshold: '100000' })).userErrors).toEqual([]);
+    const days = await metricDays(kept.shopId);
+    expect(await metricDays(late.shopId)).toEqual(days);
+    // h-1: 60 less the scarf (20, of which 15 had been spent), plus the hat's 15. h-2: 25 added,
+    // H-2's 60 in and out, H-3's 10 less 5 once released; H-4's 30 less 10 on its own day.
+    expect(days).toEqual([
+      ['h-1', day(0), 55],
+      ['h-2', day(0), 30],
+      ['h-2', day(4), 20],
+    ]);
+  });
+});
+
+describe('migration 2026_11_27_017 on a shop that keeps its metric already', () => {
+  it('takes out of the metric what refunds of spent points had left in it; members keep their tiers until the evaluation', async () => {
+    const pg = onPostgres ? await isolatedPostgresUrl() : undefined;
+    const handle = await openDatabase(pg ? { url: pg.url, poolSize: 2 } : { dataDir: 'memory://' });
+    try {
+      const db = handle.db;
+      // The schema as it stood before this migration.
+      const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
+      const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < '2026_11_27_017'));
+      const { error } = await new Migrator({ db, provider: { getMigrations: async () => before }, migrationTableSchema: rows[0]!.schema }).migrateToLatest();
+      expect(error).toBeUndefined();
+
+      const { shop } = await createShop(db, 'Migrated');
+      await createEarningRule(db, shop.id, { type: 'place_order', name: 'Per dollar', earnPoint: 1, spent: '1.00' });
+      await sql`update shops set tiers_on = true where id = ${shop.id}`.execute(db);
+      await sql`insert into tiers (id, shop_id, name, threshold, multiplier_bp) values ('gold-' || ${shop.id}, ${shop.id}, 'Gold', 50, 10000)`.execute(db);
+      for (const id of ['spender', 'saver']) await upsertCustomer(db, shop.id, { shopifyCustomerId: id, email: `${id}@example.com` });
+      const paid = { currency: 'USD', subtotal: '60.00', total: '60.00', status: 'paid', lineItems: [{ productId: 'P-1', quantity: 1, price: '60.00' }] };
+      await upsertOrder(db, shop.id, 'M-1', { ...paid, customerIdentifier: 'spender' });
+      await upsertOrder(db, shop.id, 'M-2', { ...paid, customerIdentifier: 'saver' });
+      await changePoints(db, shop.id, 'subtract', { customerIdentifier: 'spender', amount: 60 });
+      const refunded = await upsertOrder(db, shop.id, 'M-1', { ...paid, customerIdentifier: 'spender', refunded: '60.00', status: 'refunded' });
+      expect(refunded.order).toMatchObject({ pointsClawedBack: 60, unrecoveredPoints: 60 });
+      const metric = async () => {
+        const result = await sql<{ id: string; points: string; tier: string | null }>`
+          select c.shopify_customer_id as id, coalesce(sum(d.points), 0) as points, m.tier_id as tier
+          from customers c left join tier_metric_days d on d.customer_id = c.id left join tier_members m on m.customer_id = c.id
+          where c.shop_id = ${shop.id} group by 1, 3 order by 1`.execute(db);
+        return result.rows.map((r) => [r.id, Number(r.points), r.tier]);
+      };
+      // Before: the spent 60 never left.
+      const gold = `gold-${shop.id}`;
+      expect(await metric()).toEqual([
+        ['saver', 60, gold],
+        ['spender', 60, gold],
+      ]);
+      expect(await migrateToLatest(db)).toContain('2026_11_27_017_tier_metric_refunds');
+      expect(await metric()).toEqual([
+        ['saver', 60, gold],
+        ['spender', 0, gold],
+      ]);
+    } finally {
+      await handle.close();
+      await pg?.drop();
+    }
+  });
 });

@@ -73,8 +73,8 @@ export function formatMoney(minor: number, currency: string): string {
 }
 
 /**
- * floor(a × b / c) in exact integer arithmetic, for prorating (eligible × (total − refunded) / total)
- * and points (eligible / spent × earnPoint): products of minor units overflow 2^53, bigints do not.
+ * floor(a × b / c) in exact integer arithmetic, for points (units × earnPoint × a tier's multiplier
+ * in basis points / 10,000): such products can overflow 2^53, bigints do not.
  */
 export function mulDivFloor(a: number, b: number, c: number): number {
   if (c <= 0) throw new RangeError('mulDivFloor: divisor must be positive');
@@ -90,4 +90,11 @@ export function mulDivFloor(a: number, b: number, c: number): number {
   const q = n / d;
   // BigInt division truncates toward zero; floor differs for a negative remainder.
   return Number(n % d !== 0n && n < 0n ? q - 1n : q);
+}
+
+/** The least common multiple of two positive integers. */
+export function lcm(a: bigint, b: bigint): bigint {
+  let [x, y] = [a, b];
+  while (y !== 0n) [x, y] = [y, x % y];
+  return (a / x) * b;
 }

@@ -1,4 +1,4 @@
-import { mulDivFloor } from './money.js';
+import { lcm, mulDivFloor } from './money.js';
 
 /**
  * What an order's state earns under the snapshot of its rules: pure arithmetic on integer minor
@@ -49,10 +49,38 @@ export type OrderState = {
 /** Statuses whose money the shop keeps (in part): the ones that earn. */
 export const EARNING_STATUSES: ReadonlySet<OrderState['status']> = new Set(['paid', 'partially_refunded']);
 
-const lineNet = (line: LineState) => Math.max(0, line.priceMinor * line.quantity - line.discountMinor);
+/** A line's money after its discount, in minor units (never below 0). */
+function lineNet(line: LineState): bigint {
+  const net = BigInt(line.priceMinor) * BigInt(line.quantity) - BigInt(line.discountMinor);
+  return net > 0n ? net : 0n;
+}
 
-/** A line's net less the share of its refunded units. */
-const lineKept = (line: LineState) => (line.quantity === 0 ? 0 : mulDivFloor(lineNet(line), line.quantity - line.refundedQuantity, line.quantity));
+/**
+ * The order's lines in one exact unit, so that no refunded share is rounded before the end: a
+ * minor unit is `parts` parts, `parts` the least common multiple of the quantities of the lines
+ * refunded in part (1 when none is), so every line's kept share, net × (quantity − refunded) /
+ * quantity, is a whole number of parts. Bigints: net × parts can pass 2^53.
+ */
+type ExactLines = {
+  parts: bigint;
+  /** Each line's net less its refunded units, in parts. */
+  kept: bigint[];
+  /** The value of every refunded unit of the order, in parts. */
+  refunded: bigint;
+};
+
+function exactLines(lines: LineState[]): ExactLines {
+  let parts = 1n;
+  for (const line of lines) if (line.refundedQuantity > 0 && line.refundedQuantity < line.quantity) parts = lcm(parts, BigInt(line.quantity));
+  let refunded = 0n;
+  const kept = lines.map((line) => {
+    const net = lineNet(line) * parts;
+    const share = line.refundedQuantity === 0 ? net : line.refundedQuantity >= line.quantity ? 0n : (net / BigInt(line.quantity)) * BigInt(line.quantity - line.refundedQuantity);
+    refunded += net - share;
+    return share;
+  });
+  return { parts, kept, refunded };
+}
 
 function ruleCovers(rule: EarnRule, line: LineState): boolean {
   if (rule.excludeProductIds.includes(line.productId)) return false;
@@ -62,26 +90,32 @@ function ruleCovers(rule: EarnRule, line: LineState): boolean {
 }
 
 /**
- * The money a rule counts: its lines after discounts and refunded units, plus shipping and tax
- * when it says so. A refund given as money alone (more refunded than the refunded units explain)
- * shrinks that in proportion to what the shop keeps: × (total − refunded) / total, as Square prorates.
+ * The money a rule counts, floored to the minor unit once: its lines after discounts and refunded
+ * units, plus shipping and tax when it says so. Money refunded beyond the refunded units' value
+ * shrinks that in proportion to what the shop keeps of the rest: × (total − refunded) / (total −
+ * the refunded units' value), as Square prorates. Exact until the one floor (`lines` in parts).
  */
-export function eligibleMinor(rule: EarnRule, state: OrderState): number {
-  let eligible = 0;
-  for (const line of state.lineItems) if (ruleCovers(rule, line)) eligible += lineKept(line);
-  if (rule.includeShipping) eligible += state.shippingMinor;
-  if (rule.includeTax) eligible += state.taxMinor;
-  const explained = state.lineItems.reduce((sum, line) => sum + lineNet(line) - lineKept(line), 0);
-  const moneyOnly = Math.max(0, state.refundedMinor - explained);
-  if (moneyOnly === 0) return eligible;
-  // Of the total not already refunded by units, the share the shop keeps.
-  const base = Math.max(0, state.totalMinor - explained);
-  return base === 0 ? 0 : mulDivFloor(eligible, Math.max(0, base - moneyOnly), base);
+export function eligibleMinor(rule: EarnRule, state: OrderState, lines: ExactLines = exactLines(state.lineItems)): number {
+  let eligible = 0n;
+  state.lineItems.forEach((line, i) => {
+    if (ruleCovers(rule, line)) eligible += lines.kept[i]!;
+  });
+  if (rule.includeShipping) eligible += BigInt(state.shippingMinor) * lines.parts;
+  if (rule.includeTax) eligible += BigInt(state.taxMinor) * lines.parts;
+  const refunded = BigInt(state.refundedMinor) * lines.parts;
+  if (refunded <= lines.refunded) return Number(eligible / lines.parts);
+  // Everything refunded (more is refused by orders.ts): nothing kept. Past this, the divisor below
+  // is positive: total × parts > refunded × parts > the units' value.
+  if (state.refundedMinor >= state.totalMinor) return 0;
+  // Money beyond the units: of the total they left, parts (total − units), the shop keeps total − refunded.
+  // In minor units, eligible / parts × (total − refunded) / ((total × parts − units) / parts).
+  return Number((eligible * BigInt(state.totalMinor - state.refundedMinor)) / (BigInt(state.totalMinor) * lines.parts - lines.refunded));
 }
 
 /** floor(eligible / spent) × earnPoint × multiplier, floored once. */
-export function rulePoints(rule: EarnRule, state: OrderState, multiplierBp: number): number {
-  const units = Math.floor(eligibleMinor(rule, state) / rule.spentMinor);
+export function rulePoints(rule: EarnRule, state: OrderState, multiplierBp: number, lines: ExactLines = exactLines(state.lineItems)): number {
+  // floor(floor(x) / spent) = floor(x / spent): eligible's floor is no second rounding.
+  const units = Math.floor(eligibleMinor(rule, state, lines) / rule.spentMinor);
   // In bigints inside: units × earnPoint alone can pass 2^53 on an absurd order (which the caller refuses).
   return mulDivFloor(units, rule.earnPoint * multiplierBp, MULTIPLIER_ONE);
 }
@@ -89,5 +123,6 @@ export function rulePoints(rule: EarnRule, state: OrderState, multiplierBp: numb
 /** The points the state earns in all: nothing before it is paid, nothing once refunded in full or cancelled. */
 export function orderPoints(snapshot: EarnSnapshot | null, state: OrderState): number {
   if (!snapshot || !EARNING_STATUSES.has(state.status)) return 0;
-  return snapshot.rules.reduce((sum, rule) => sum + rulePoints(rule, state, snapshot.multiplierBp), 0);
+  const lines = exactLines(state.lineItems);
+  return snapshot.rules.reduce((sum, rule) => sum + rulePoints(rule, state, snapshot.multiplierBp, lines), 0);
 }

@@ -156,7 +156,7 @@ export function holdOf(plan: Plan, orderId: string, pendingDays: number): Hold {
   return { shopId: put.shopId, customerId, orderId, points: difference, availableAt: new Date(put.now.getTime() + pendingDays * 86_400_000), description: orderDescription(put) };
 }
 
-/** How the ledger and events name an order's points. */
+/** How the ledger and events name an order's points (the tier metric's rebuild finds an order's credits by it: migration 2026_11_27_017). */
 export const orderDescription = (put: OrderPut) => `order ${put.orderId}`;
 
 /** The row a plan leaves: the stored one (or, for a first state, `id`'s) with the new state and counters. */

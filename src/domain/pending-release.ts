@@ -34,6 +34,7 @@ export const pendingRelease: DueWork = {
             amount: row.points,
             type: 'earn_points',
             settingType: 'order',
+            // orderDescription's text first: the tier metric's rebuild finds an order's credits by it.
             description: `order ${row.shop_order_id}, pending until ${row.available_at.toISOString().slice(0, 10)}`,
             note: null,
             topic: 'points/available',
@@ -44,7 +45,8 @@ export const pendingRelease: DueWork = {
             continue;
           }
           await trx.updateTable('customers').set({ pending_points: sql`pending_points - ${row.points}` }).where('id', '=', row.customer_id).execute();
-          await trx.updateTable('orders').set({ points_pending: sql`points_pending - ${row.points}` }).where('id', '=', row.order_id!).execute();
+          // The order changed (its pending points), when its ledger entry says: the tier metric counts them on that day.
+          await trx.updateTable('orders').set({ points_pending: sql`points_pending - ${row.points}`, updated_at: written.activity.createdAt }).where('id', '=', row.order_id!).execute();
         }
         await trx.updateTable('pending_points').set({ released_at: now }).where('id', '=', row.id).execute();
       }

@@ -234,31 +234,20 @@ function tierNotFound(id: string) {
 
 /**
  * The shop's first tier: from now on the triggers keep its metric, and what happened before
- * counts too: the ledger and the orders so far are summed per customer and day, under the shop's
- * lock (ledger and order writes wait on it for that long, once).
+ * counts too: the ledger and the orders so far are summed per customer and day, once
+ * (`tier_metric_rebuild`, migration 2026_11_27_017), under the shop's lock (ledger and order
+ * writes wait on it for that long).
  */
 async function startKeepingMetric(trx: Trx, shopId: string): Promise<void> {
   await trx.updateTable('shops').set({ tiers_on: true }).where('id', '=', shopId).execute();
-  await sql`
-    with shop as (select timezone, currency from shops where id = ${shopId}),
-    days as (
-      select a.customer_id, (a.created_at at time zone s.timezone)::date as day, sum(tier_points(a.type, a.old_points, a.new_points)) as points, 0 as spent
-      from activities a cross join shop s where a.shop_id = ${shopId} and tier_points(a.type, a.old_points, a.new_points) <> 0 group by 1, 2
-      union all
-      select o.customer_id, (coalesce(o.processed_at, o.created_at) at time zone s.timezone)::date, 0, sum(tier_spent(o.status, o.currency, o.total_minor, o.refunded_minor, s.currency))
-      from orders o cross join shop s where o.shop_id = ${shopId} group by 1, 2
-    ), kept as (
-      insert into tier_metric_days (customer_id, day, points, spent)
-      select customer_id, day, sum(points), sum(spent) from days group by 1, 2
-      returning customer_id
-    )
-    insert into tier_members (customer_id, shop_id) select distinct customer_id, ${shopId} from kept`.execute(trx);
+  await sql`select tier_metric_rebuild(${shopId})`.execute(trx);
 }
 
 /** The shop's last tier is gone: its metric is no longer kept, nor its evaluation run. */
 async function stopKeepingMetric(trx: Trx, shopId: string): Promise<void> {
   await trx.updateTable('shops').set({ tiers_on: false }).where('id', '=', shopId).execute();
   await sql`delete from tier_metric_days d using tier_members m where m.shop_id = ${shopId} and d.customer_id = m.customer_id`.execute(trx);
+  await sql`delete from tier_order_points p using tier_members m where m.shop_id = ${shopId} and p.customer_id = m.customer_id`.execute(trx);
   await trx.deleteFrom('tier_members').where('shop_id', '=', shopId).execute();
   await trx.deleteFrom('shop_day_runs').where('shop_id', '=', shopId).where('kind', '=', 'tiers').execute();
 }
