@@ -14,43 +14,24 @@ let server: NpmServer;
 let chromium: BrowserSession;
 let page: Page;
 
-const api = async (path: string, body: unknown) => {
-  const res = await fetch(`${server.url}${path}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  expect(res.status).toBe(200);
-  return res.json();
-};
-
 beforeAll(async () => {
   server = await startNpm();
   // The customer GraphiQL's example operations name: the demo shop's, made here on PostgreSQL.
   if (!server.demo) {
-    await api('/graphql', { query: 'mutation { customerUpsert(input: { shopifyCustomerId: "demo-1001", email: "ada@example.com" }) { userErrors { code } } }' });
-    await api('/rest-api/v1/points/add', { customerIdentifier: 'demo-1001', amount: 250 });
+    const upsert = await server.graphql('mutation { customerUpsert(input: { shopifyCustomerId: "demo-1001", email: "ada@example.com" }) { userErrors { code } } }');
+    expect(upsert.data.customerUpsert.userErrors).toEqual([]);
+    expect((await server.request('POST', '/rest-api/v1/points/add', { customerIdentifier: 'demo-1001', amount: 250 })).status).toBe(200);
   }
   chromium = await openChromium(server.url);
   page = chromium.page;
 }, 300_000);
 
-afterEach(() => {
-  expect(chromium.problems.splice(0), 'console errors and page errors').toEqual([]);
-  expect(chromium.foreignRequests, 'requests to other origins').toEqual([]);
-});
+afterEach(() => chromium.expectClean());
 
 afterAll(async () => {
   await chromium?.close();
   await server?.stop();
 });
-
-/** Takes the problems the test caused on purpose out of the list, after checking they are exactly those. */
-function expectProblems(...expected: RegExp[]) {
-  const seen = chromium.problems.splice(0);
-  expect(seen).toHaveLength(expected.length);
-  expected.forEach((pattern, i) => expect(seen[i]).toMatch(pattern));
-}
 
 describe('GET /graphql: GraphiQL in a real Chromium, served by npm start', () => {
   it('preloads example operations that are valid against the schema', () => {
@@ -100,7 +81,7 @@ describe('GET /graphql: GraphiQL in a real Chromium, served by npm start', () =>
     await page.getByRole('button', { name: 'Open GraphiQL' }).click();
     await page.getByRole('alert').getByText(/not valid/).waitFor();
     // The browser logs the refused key's 401.
-    expectProblems(/status of 401/);
+    chromium.expectProblems(/status of 401/);
 
     await page.locator('#api-key').fill(server.apiKey);
     await page.getByRole('button', { name: 'Open GraphiQL' }).click();

@@ -78,6 +78,10 @@ export type NpmServer = {
   /** Whether the server made the demo shop (PGlite): its customers (demo-1001, ada@example.com, 250 points, …) and rewards exist. */
   demo: boolean;
   run: NpmRun;
+  /** A JSON request with that key, as the shop's own server sends one. */
+  request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Response>;
+  /** A GraphQL operation on /graphql with that key; the answer's body. */
+  graphql(query: string, variables?: Record<string, unknown>): Promise<any>;
   /** SIGTERM, as a process manager stops it; the data folder is removed. */
   stop(): Promise<void>;
 };
@@ -102,7 +106,14 @@ export async function startNpm(): Promise<NpmServer> {
     const url = listening.exec(run.output())![1]!;
     const printed = /^\s+(lk_[a-z0-9]{10}_[A-Za-z0-9]{40})$/m.exec(run.output())?.[1];
     const apiKey = printed ?? (await createShopWithCli(env, 'Page test shop')).apiKey;
-    return { url, apiKey, demo: printed !== undefined, run, stop };
+    const request = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    const graphql = async (query: string, variables?: Record<string, unknown>) => (await request('POST', '/graphql', { query, variables })).json();
+    return { url, apiKey, demo: printed !== undefined, run, request, graphql, stop };
   } catch (err) {
     await stop();
     throw err;
