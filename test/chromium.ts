@@ -14,7 +14,7 @@ export type BrowserSession = {
   page: Page;
   /** Console errors and uncaught exceptions of the page. */
   problems: string[];
-  /** Requests that went anywhere but `origin` (its WebSocket, blob: and data: URLs count as its own). */
+  /** Requests that went anywhere but `origins` (their WebSocket, blob: and data: URLs count as their own). */
   foreignRequests: string[];
   /**
    * Fails unless the page logged no console error, threw nothing and asked no other origin for
@@ -28,8 +28,8 @@ export type BrowserSession = {
   close(): Promise<void>;
 };
 
-/** A headless Chromium with a throwaway profile, watching what the page does against `origin`. */
-export async function openChromium(origin: string): Promise<BrowserSession> {
+/** A headless Chromium with a throwaway profile, watching what the page does against its `origins` (the page's, the API's). */
+export async function openChromium(...origins: string[]): Promise<BrowserSession> {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (as .ci/run does)`);
   const profile = mkdtempSync(join(tmpdir(), 'test-chromium-'));
   const browser = await chromium.launchPersistentContext(profile, {
@@ -41,7 +41,7 @@ export async function openChromium(origin: string): Promise<BrowserSession> {
   const page = browser.pages()[0] ?? (await browser.newPage());
   const problems: string[] = [];
   const foreignRequests: string[] = [];
-  const own = [origin, origin.replace(/^http/, 'ws'), `blob:${origin}`, 'data:'];
+  const own = [...origins.flatMap((origin) => [origin, origin.replace(/^http/, 'ws'), `blob:${origin}`]), 'data:'];
   page.on('console', (msg) => {
     if (msg.type() === 'error') problems.push(msg.text());
   });
