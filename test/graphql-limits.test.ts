@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { getIntrospectionQuery, parse } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIMITS } from '../src/graphql/limits.js';
-import { EXAMPLE_OPERATIONS } from '../src/graphql/yoga.js';
+import { EXAMPLE_OPERATIONS } from '../src/http/graphiql.js';
 import { startTestApp, type TestApp } from './helpers.js';
 import { collect, sse, until, wsClient } from './live-helpers.js';
 

@@ -1,60 +1,30 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { freePort, isolatedPostgresUrl, onPostgres } from './helpers.js';
+import { freePort, onPostgres } from './helpers.js';
+import { bannerPrinted, createShopWithCli, databaseEnv, killNpmRuns, npm as npmWith, type NpmRun } from './npm-start.js';
 
 // `npm start` exactly as an operator, a process manager or a container runs it: a signal to the
 // npm process must reach the server (graceful shutdown, data folder released), and the banner
 // must say how to get a key without ever printing one again.
 
-const ROOT = path.resolve(import.meta.dirname, '..');
-const NPM_ENV = { npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_loglevel: 'error' };
-
 let dataDir: string;
 let dbEnv: Record<string, string>;
-const children = new Set<ChildProcess>();
 
 beforeAll(async () => {
   dataDir = await mkdtemp(path.join(tmpdir(), 'loyalty-npm-start-'));
-  dbEnv = onPostgres ? { DATABASE_URL: (await isolatedPostgresUrl()).url } : { DATABASE_URL: '' };
+  dbEnv = { ...(await databaseEnv()), REDIS_URL: '' };
 });
 afterAll(async () => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  killNpmRuns();
   await rm(dataDir, { recursive: true, force: true });
 });
 
-type NpmRun = { child: ChildProcess; output: () => string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> };
-
-function npm(args: string[], port: number): NpmRun {
-  const child = spawn('npm', args, {
-    cwd: ROOT,
-    env: { ...process.env, ...NPM_ENV, ...dbEnv, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', REDIS_URL: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(child);
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  return { child, output: () => out, exited };
-}
-
-/** Resolves once `run` has printed its start-up banner (the last thing main.ts writes). */
-async function bannerPrinted(run: NpmRun): Promise<void> {
-  const deadline = Date.now() + 180_000; // a loaded 2-core machine needs a minute or more to start tsx and PGlite
-  while (!/A new API key/.test(run.output()) && !/No shop yet/.test(run.output())) {
-    if (run.child.exitCode !== null || Date.now() > deadline) throw new Error(`npm start did not start: ${run.output()}`);
-    await sleep(100);
-  }
-}
+const npm = (args: string[], port: number): NpmRun => npmWith(args, { ...dbEnv, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info' });
 
 const serverPid = (run: NpmRun) => Number(/"pid":(\d+)/.exec(run.output())![1]);
 
@@ -99,11 +69,7 @@ it('SIGTERM to the npm process stops the server gracefully, releases the data fo
     // On PostgreSQL nothing is created for you: the banner says how to make the first shop, and
     // the CLI may run beside the server.
     expect(first.output()).toContain('npm run cli -- shop create --name');
-    const { stdout } = await promisify(execFile)('npm', ['run', '--silent', 'cli', '--', '--json', 'shop', 'create', '--name', 'Npm start shop'], {
-      cwd: ROOT,
-      env: { ...process.env, ...NPM_ENV, ...dbEnv },
-    });
-    apiKey = JSON.parse(stdout).apiKey;
+    apiKey = (await createShopWithCli(dbEnv, 'Npm start shop')).apiKey;
     await graphql(port, apiKey, 'mutation { customerUpsert(input: { shopifyCustomerId: "demo-1001", email: "ada@example.com" }) { userErrors { code } } }');
   } else {
     apiKey = /^\s+(lk_[a-z0-9]{10}_[A-Za-z0-9]{40})$/m.exec(first.output())![1]!;

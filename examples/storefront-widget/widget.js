@@ -4,10 +4,10 @@ const $ = (id) => document.getElementById(id);
 let api = params.get('api');
 let token = params.get('token');
 
-const ME = `{ me { points pendingPoints tier { tier { name } } tierProgress { current next { name threshold } remaining } }
-  rewards(first: 10) { edges { node { _id name rewardValue redeemable } } } }`;
+const ME = `{ me { points pendingPoints tier { tier { name } } tierProgress { current next { name threshold } remaining metric currency } }
+  rewards(first: 10) { edges { node { _id name type rewardValue redeemable applyVariants } } } }`;
 const REDEEM = `mutation($input: RedeemInput!) { redeem(input: $input) {
-  discountCode { code } customer { points } userErrors { code message } } }`;
+  discountCode { code } customer { points } userErrors { code field message } } }`;
 
 /** One operation; a transport, HTTP or GraphQL error becomes an Error with the server's message. */
 async function graphql(query, variables, headers = {}) {
@@ -21,16 +21,27 @@ async function graphql(query, variables, headers = {}) {
   return body.data;
 }
 
+const points = (n) => `${Number(n).toLocaleString('en')} points`;
+
+/**
+ * A tier amount in its unit: points, or money in the shop's currency ("$215.03", "¥2,150"). The
+ * amount is a decimal string; Intl formats the string itself, so no float rounds it.
+ */
+function tierAmount(value, { metric, currency }) {
+  return metric === 'amount_spent' ? new Intl.NumberFormat('en', { style: 'currency', currency }).format(value) : points(value);
+}
+
 function showCustomer(me) {
-  $('balance').textContent = `${me.points.toLocaleString('en')} points`;
+  $('balance').textContent = points(me.points);
   $('pending').textContent = me.pendingPoints > 0 ? `${me.pendingPoints} more on their way from recent orders` : '';
   $('tier-name').textContent = me.tier ? `Tier: ${me.tier.tier.name}` : 'No tier yet';
-  const { current, next, remaining } = me.tierProgress;
+  const progress = me.tierProgress;
+  const { current, next, remaining } = progress;
   $('tier').hidden = !me.tier && !next;
   if (next) {
     $('tier-progress').max = Number(next.threshold);
     $('tier-progress').value = Number(current);
-    $('tier-next').textContent = `${remaining} to ${next.name}`;
+    $('tier-next').textContent = `${tierAmount(remaining, progress)} to ${next.name}`;
   } else {
     $('tier-progress').max = 1;
     $('tier-progress').value = 1;
@@ -38,20 +49,49 @@ function showCustomer(me) {
   }
 }
 
-function showRewards(rewards, points) {
+/**
+ * A free product is redeemed for one variant: the reward's only one, or the one the customer picks
+ * from those it offers. A reward that names products but no variants takes any variant of them, so
+ * the customer gives its id (a real storefront would offer the product's variants from its catalog).
+ * Returns the control to show (or null) and how to read the chosen variant; `previous` is what the
+ * customer had chosen before the list was drawn again (after every change, live ones included).
+ */
+function variantChoice(reward, previous) {
+  if (reward.type !== 'free_product') return { control: null, chosen: () => undefined };
+  const variants = reward.applyVariants;
+  if (variants.length === 1) return { control: null, chosen: () => variants[0] };
+  const label = `Variant of ${reward.name}`;
+  let control;
+  if (variants.length > 1) {
+    control = document.createElement('select');
+    control.setAttribute('aria-label', label);
+    for (const id of variants) control.append(new Option(id, id));
+  } else {
+    control = document.createElement('input');
+    control.setAttribute('aria-label', `${label} (variant id)`);
+    control.placeholder = 'variant id';
+  }
+  control.dataset.variantOf = reward._id;
+  if (previous !== undefined) control.value = previous;
+  return { control, chosen: () => control.value.trim() || undefined };
+}
+
+function showRewards(rewards) {
   const list = $('rewards');
+  const chosen = new Map([...list.querySelectorAll('[data-variant-of]')].map((control) => [control.dataset.variantOf, control.value]));
   list.replaceChildren();
   for (const { node } of rewards.edges) {
     const item = document.createElement('li');
     const label = document.createElement('span');
-    label.textContent = `${node.name} · ${node.rewardValue} points`;
+    label.textContent = `${node.name} · ${points(node.rewardValue)}`;
+    const variant = variantChoice(node, chosen.get(node._id));
     const button = document.createElement('button');
     button.textContent = 'Redeem';
-    button.disabled = points < node.rewardValue;
+    button.disabled = !node.redeemable;
     button.dataset.reward = node._id;
     button.setAttribute('aria-label', `Redeem ${node.name} for ${node.rewardValue} points`);
-    button.addEventListener('click', () => redeem(node, button));
-    item.append(label, button);
+    button.addEventListener('click', () => redeem(node, variant.chosen(), button));
+    item.append(label, ...(variant.control ? [variant.control] : []), button);
     list.append(item);
   }
 }
@@ -59,22 +99,27 @@ function showRewards(rewards, points) {
 async function refresh() {
   const data = await graphql(ME);
   showCustomer(data.me);
-  showRewards(data.rewards, data.me.points);
+  showRewards(data.rewards);
 }
 
-async function redeem(reward, button) {
+/** A refusal as the customer should read it: the field at fault first ("variantId: required"). */
+const refusal = ({ field, message }) => (field?.length ? `${field.at(-1)}: ${message}` : message);
+
+async function redeem(reward, variantId, button) {
   button.disabled = true;
   $('result').textContent = '';
+  $('status').textContent = '';
   try {
     // One key per click: a retry after a lost answer cannot spend the points twice.
-    const { redeem: result } = await graphql(REDEEM, { input: { rewardId: reward._id, pointsAmount: reward.rewardValue } }, { 'idempotency-key': crypto.randomUUID() });
-    if (result.userErrors.length) throw new Error(result.userErrors[0].message);
+    const input = { rewardId: reward._id, pointsAmount: reward.rewardValue, variantId };
+    const { redeem: result } = await graphql(REDEEM, { input }, { 'idempotency-key': crypto.randomUUID() });
+    if (result.userErrors.length) throw new Error(result.userErrors.map(refusal).join('; '));
     $('result').innerHTML = '';
     const code = document.createElement('span');
     code.className = 'code';
     code.id = 'discount-code';
     code.textContent = result.discountCode.code;
-    $('result').append(`${reward.name}: use `, code, ' at checkout.');
+    $('result').append(`${reward.name}${variantId ? ` (${variantId})` : ''}: use `, code, ' at checkout.');
   } catch (err) {
     $('status').textContent = err.message;
   }

@@ -283,7 +283,8 @@ export async function changeTierSettings(trx: Trx, shopId: string, before: { tie
 }
 
 export type CustomerTier = { tier: Tier; since: Date };
-export type TierProgress = { current: string; next: Tier | null; remaining: string | null };
+/** `current`, `remaining` and the thresholds count `metric`: whole points, or money in `currency` (null for points). */
+export type TierProgress = { current: string; next: Tier | null; remaining: string | null; metric: TierSettings['metric']; currency: string | null };
 
 /** The tiers customers hold, for a loader: by customer id, in the order asked (null: none). */
 export async function customerTiers(db: Queryable, shopId: string, customerIds: readonly string[]): Promise<Array<CustomerTier | null>> {
@@ -324,11 +325,20 @@ export async function tierProgress(db: Queryable, shopId: string, customerIds: r
       current: formatMetric(value, program),
       next: next ? toTier(next, program) : null,
       remaining: next ? formatMetric(Math.max(0, next.threshold - value), program) : null,
+      metric: program.metric,
+      currency: program.metric === 'amount_spent' ? program.currency : null,
     };
   });
 }
 
-export type CustomerTierStatus = { customer: string; tier: Tier | null; since: Date | null; metric: TierSettings['metric']; window: TierSettings['window']; progress: TierProgress };
+export type CustomerTierStatus = {
+  customer: string;
+  tier: Tier | null;
+  since: Date | null;
+  metric: TierSettings['metric'];
+  window: TierSettings['window'];
+  progress: Pick<TierProgress, 'current' | 'next' | 'remaining'>;
+};
 
 /** GET /vip/tiers/customer: the customer's tier, since when, and their progress, by the shop's customer id or e-mail. */
 export async function customerTierStatus(db: Queryable, shopId: string, query: unknown, now = new Date()): Promise<CustomerTierStatus> {
@@ -345,7 +355,7 @@ export async function customerTierStatus(db: Queryable, shopId: string, query: u
     since: held?.since ?? null,
     metric: shop.tier_metric as TierSettings['metric'],
     window: shop.tier_window as TierSettings['window'],
-    progress: progress!,
+    progress: { current: progress!.current, next: progress!.next, remaining: progress!.remaining },
   };
 }
 

@@ -50,25 +50,14 @@ export const LIMITS = {
 } as const;
 
 /**
- * The 400 a refused document gets: `code` names the limit, the message says what was found.
- * Not `spec`: the GraphQL-over-HTTP spec answers a document that does not validate 200 when the
- * client takes application/json, but a refusal is a 400 whatever the client asked for.
+ * The 400 a refused document gets: `code` names the limit, the message says what was found. A 400
+ * whatever the Accept, as every request refused before it runs (useRequestChecks).
  */
 function limitError(code: string, refusal: GraphQLError): GraphQLError {
   // graphql-armor words every refusal as a syntax error ("Syntax Error: Aliases limit of 15 exceeded, found 16.").
   const found = refusal.message.replace(/^Syntax Error: /, '');
   return new GraphQLError(`The document is over a limit and did not run (${code}): ${found} See "Limits" in docs/api.md.`, {
-    extensions: {
-      code,
-      // Yoga's parse hook sets `spec` on every parse error (max_tokens is one); it stays false.
-      http: {
-        status: 400,
-        get spec() {
-          return false;
-        },
-        set spec(_ignored: boolean) {},
-      },
-    },
+    extensions: { code, http: { status: 400 } },
   });
 }
 
@@ -191,7 +180,7 @@ export function graphqlRateUnits(schema: GraphQLSchema, document: DocumentNode, 
 export const limitRules: readonly ValidationRule[] = [maxAliases, maxDirectives, maxDepth, maxCost];
 
 /**
- * The limits in Yoga's envelop: its parse (GET, SSE, GraphiQL, and whatever the direct path hands
+ * The limits in Yoga's envelop: its parse (GET, SSE, and whatever the direct path hands
  * over) and its validate, which operationPreparer runs too.
  */
 export function useLimits(): Plugin {

@@ -46,6 +46,12 @@ export function singleResultMediaType(accept: string | undefined): string | null
  *   body: a write the client was told failed. It is refused here first, in our error envelope.
  * - Yoga parses a GET's `variables` and `extensions` with JSON.parse and lets the SyntaxError
  *   through as an unexpected error (500); it is a 400 `malformed_json`, like a malformed REST body.
+ * - A request refused before it ran (a document that does not parse or validate, a malformed body,
+ *   no query) is a 400 whatever the Accept, as a document over a limit is (limits.ts). The
+ *   GraphQL-over-HTTP spec, and Yoga after it (its `spec` mark), answer such a request 200 when the
+ *   client takes application/json, which a browser's fetch (Accept: *\/*) and most clients do: the
+ *   page then saw `res.ok` for a request that did nothing. An operation that ran is 200 whatever
+ *   its errors: a refused input is a userError, an argument a field refuses is that field's error.
  */
 export function useRequestChecks(): Plugin {
   return {
@@ -71,6 +77,15 @@ export function useRequestChecks(): Plugin {
           });
         }
       });
+    },
+    onResultProcess({ result }) {
+      if (Symbol.asyncIterator in result) return;
+      for (const single of Array.isArray(result) ? result : [result]) {
+        for (const error of single.errors ?? []) {
+          const http = error.extensions?.http as { spec?: boolean } | undefined;
+          if (http?.spec) http.spec = false;
+        }
+      }
     },
   };
 }

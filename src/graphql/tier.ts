@@ -17,6 +17,7 @@ import { Customer } from './customer.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 const TierMetric = builder.enumType('TierMetric', {
+  subGraphs: STOREFRONT,
   values: {
     points_earned: { description: 'Points credited by rules and adds (orders, sign-ups, birthdays, actions, referrals, points/add), net of clawbacks.' },
     amount_spent: { description: 'Money paid in orders in the shop\'s currency, net of refunds, counted on the order\'s day.' },
@@ -69,6 +70,11 @@ const TierProgress = builder.objectRef<TierProgressShape>('TierProgress').implem
     current: t.exposeString('current', { description: 'The metric over the window now (calendar_year: this year\'s), in the threshold\'s unit.' }),
     next: t.field({ type: Tier, nullable: true, description: 'The next tier above the one held; null at the top.', resolve: (p) => p.next }),
     remaining: t.exposeString('remaining', { nullable: true, description: 'What it takes to reach `next`.' }),
+    metric: t.field({ type: TierMetric, description: 'What `current`, `remaining` and the thresholds count.', resolve: (p) => p.metric }),
+    currency: t.exposeString('currency', {
+      nullable: true,
+      description: 'amount_spent: the shop\'s currency (ISO 4217) the amounts are in, to format them ("$215.03"); null for points_earned.',
+    }),
   }),
 });
 

@@ -13,7 +13,6 @@ import type { StorefrontLimiter } from '../rate-limit/storefront.js';
 import type { TokenHolder } from '../domain/customer-access-tokens.js';
 import type { ApiKeyRef, Shop } from '../domain/shops.js';
 import type { GraphQLContext } from './builder.js';
-import { renderGraphiQLWithApiKey } from './graphiql-page.js';
 import { useHeavyOperationQueue } from './heavy-operations.js';
 import { useLimits } from './limits.js';
 import { perOperation } from './per-operation.js';
@@ -34,88 +33,6 @@ export type ServerContext = {
 export type Face = 'admin' | 'storefront';
 
 export const STOREFRONT_ENDPOINT = '/storefront/graphql';
-
-export const EXAMPLE_OPERATIONS = `# Loyalty GraphQL. Also here: the REST reference at /docs, the program page at /dashboard.
-# The API key you gave is sent with every operation (this tab keeps it until closed); pick one to run.
-query Customer {
-  customer(identifier: "demo-1001") {
-    email
-    points
-    activities(first: 5) { edges { node { _id type oldPoints newPoints createdAt } } }
-  }
-}
-
-query RedeemableRewards {
-  pointsRedemptions(customerIdentifier: "demo-1001", first: 10) {
-    edges { node { _id name type rewardValue discountValue redeemable } }
-  }
-}
-
-mutation AddPoints {
-  pointsAdd(input: { customerIdentifier: "demo-1001", amount: 10, description: "GraphiQL" }) {
-    activity { _id oldPoints newPoints }
-    userErrors { code field message }
-  }
-}
-
-# rewardId: an _id from RedeemableRewards
-mutation Redeem {
-  pointsRedeem(input: { customerIdentifier: "demo-1001", rewardId: "<_id>", pointsAmount: 100 }) {
-    discountCode { code value type expiresAt }
-    customer { points }
-    userErrors { code field message }
-  }
-}
-
-# When the customer's soonest points expire (null with the shop's default expiry mode, none).
-query NextExpiry {
-  customer(identifier: "demo-1001") { points nextExpiry { points at } }
-}
-
-# Each credit expires a year after it became available, with a warning (points/expiring) 30 days before.
-mutation ExpireAfterAYear {
-  shopSettingsUpdate(input: { expiry: { mode: per_earn, days: 365, warningDays: 30 } }) {
-    settings { expiry { mode days warningDays } }
-    userErrors { code field message }
-  }
-}
-
-# A VIP ladder on points earned this calendar year: Gold earns 1.5x on orders (docs/tiers.md).
-mutation VipTiers {
-  shopSettingsUpdate(input: { tiers: { metric: points_earned, window: calendar_year } }) { userErrors { code message } }
-  silver: tierCreate(input: { name: "Silver", threshold: "500", multiplier: "1.25" }) { tier { id } userErrors { code message } }
-  gold: tierCreate(input: { name: "Gold", threshold: "1500", multiplier: "1.5" }) { tier { id } userErrors { code message } }
-}
-
-query CustomerTier {
-  customer(identifier: "demo-1001") { tier { tier { name multiplier } since } tierProgress { current next { name } remaining } }
-}
-
-# Storefronts in the browser (docs/storefront.md): let the shop's pages in, then mint a token for a
-# customer; the page sends it to /storefront/graphql (never the API key).
-mutation StorefrontAccess {
-  shopSettingsUpdate(input: { storefrontOrigins: ["http://127.0.0.1:8080"] }) { settings { storefrontOrigins } userErrors { code message } }
-  customerAccessTokenCreate(input: { customerIdentifier: "demo-1001" }) { accessToken expiresAt userErrors { code message } }
-}
-
-# The program by local day (the figures /dashboard shows): change the dates to the last weeks.
-query Insights {
-  shop {
-    insights(from: "2026-11-01T00:00:00Z", to: "2026-12-01T00:00:00Z", interval: day) {
-      timezone
-      points { at issued { total } redeemed expired outstanding pending activeMembers members }
-      rewards { name codes points }
-      tiers { name members }
-    }
-  }
-  activities(first: 10) { edges { node { type newPoints createdAt holder { email shopifyCustomerId } } } }
-}
-
-# Runs until stopped; add or redeem points meanwhile to see events arrive.
-subscription PointsEvents {
-  events(topics: ["points/*", "redemptions/created"]) { id type timestamp data }
-}
-`;
 
 export function unauthenticatedError(face: Face = 'admin'): GraphQLError {
   const message =
@@ -172,7 +89,7 @@ export type GraphQLServices = { rateLimiter: RateLimiter; storefrontLimiter: Sto
 /**
  * Yoga over one face's schema; Fastify (or the graphql-ws handshake) authenticates, Yoga turns who
  * it found into the context. Both faces have the same document limits, compiled operations and
- * error masking; the admin one counts against the shop's limits and serves GraphiQL, the storefront
+ * error masking; the admin one counts against the shop's limits, the storefront
  * one counts per customer (per IP at the door) and answers for the token's customer only.
  */
 export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLServices, face: Face = 'admin') {
@@ -198,9 +115,8 @@ export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLSer
         else logger.error({ err }, args.map(String).join(' '));
       },
     },
-    graphiql: face === 'admin' && { defaultQuery: EXAMPLE_OPERATIONS, title: 'Loyalty GraphQL · REST reference at /docs · program page at /dashboard' },
-    // GraphiQL bundled into the page (nothing loaded from a CDN), asking for the API key first.
-    renderGraphiQL: renderGraphiQLWithApiKey,
+    // GraphiQL is a page of our own (src/http/graphiql.ts), its scripts served as files.
+    graphiql: false,
     landingPage: false,
     context: ({ req }) => {
       const common = { db, webhooks: services.webhooks, bus: services.bus };

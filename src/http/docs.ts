@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { servedOpenApiDocument } from '../rest/openapi.js';
+import { CSS, HTML, JS, type PageFile, pageHeaders, registerPageFiles } from './page-files.js';
 
 // swagger-ui-dist's prebuilt files, served by us: the reference loads nothing from another origin.
 const swaggerUi = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
@@ -47,16 +48,8 @@ const NAV_CSS = `.docs-nav { display: flex; gap: 1.5em; align-items: baseline; p
 .docs-nav a { color: #9fd4ff; }
 `;
 
-const JS = 'text/javascript; charset=utf-8';
-const CSS = 'text/css; charset=utf-8';
-
 // Swagger UI sets inline styles, hence 'unsafe-inline' for styles only; scripts and requests stay on this origin.
-const SECURITY_HEADERS = {
-  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; font-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
-  'cache-control': 'no-cache',
-};
+const HEADERS = pageHeaders("script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; font-src 'self' data:");
 
 /** GET /openapi.json (the REST API's OpenAPI 3.1 document) and GET /docs (Swagger UI over it); no auth. */
 export function registerApiDocs(app: FastifyInstance): void {
@@ -67,14 +60,12 @@ export function registerApiDocs(app: FastifyInstance): void {
       .send(JSON.stringify(servedOpenApiDocument(`${request.protocol}://${request.host}`))),
   );
 
-  const files: Record<string, { body: string | Buffer; type: string }> = {
-    '/docs': { body: PAGE, type: 'text/html; charset=utf-8' },
+  const files: Record<string, PageFile> = {
+    '/docs': { body: PAGE, type: HTML },
     '/docs/docs.js': { body: INIT, type: JS },
     '/docs/docs.css': { body: NAV_CSS, type: CSS },
     '/docs/swagger-ui-bundle.js': { body: readFileSync(join(swaggerUi, 'swagger-ui-bundle.js')), type: JS },
     '/docs/swagger-ui.css': { body: readFileSync(join(swaggerUi, 'swagger-ui.css')), type: CSS },
   };
-  for (const [url, file] of Object.entries(files)) {
-    app.get(url, async (_request, reply) => reply.headers(SECURITY_HEADERS).type(file.type).send(file.body));
-  }
+  registerPageFiles(app, files, HEADERS);
 }

@@ -16,7 +16,7 @@ type Yoga = ReturnType<typeof createGraphQLServer>;
  * the body) with plain parameters, for a query or mutation, answered as JSON, without CORS. It
  * runs through Yoga's envelop (operationPreparer: context, rate limits, error masking, as over
  * graphql-ws) and its result goes through Yoga's JSON result processor, so the answer is the one
- * Yoga gives. Everything else (GET and GraphiQL, subscriptions, multipart, batches, Origin, other
+ * Yoga gives. Everything else (GET, subscriptions, multipart, batches, Origin, other
  * Accept types, parameters Yoga refuses, documents that do not parse or validate) goes through
  * Yoga whole, which answers it.
  */
@@ -56,7 +56,7 @@ export function graphqlHandler(yoga: Yoga) {
 /**
  * onRequest hook of /graphql: a POST without a valid key is answered 401 here, before its body is
  * read, as the GraphQL response Yoga gives it (`extensions.code` unauthorized, in the single-result
- * type Accept asks for). GET (GraphiQL's page needs no key; an operation without one is refused by
+ * type Accept asks for). GET (the GraphiQL page needs no key; an operation without one is refused by
  * the context) and CORS preflights carry no body and go on to Yoga.
  */
 export function requireShopForGraphQL(db: DB) {

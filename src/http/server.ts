@@ -15,6 +15,7 @@ import { HttpError, toErrorResponse } from './errors.js';
 import { answerClientError, answerFrameworkError } from './framework-errors.js';
 import { registerDashboard } from './dashboard.js';
 import { registerApiDocs } from './docs.js';
+import { registerGraphiQL, sendGraphiQL, wantsGraphiQL } from './graphiql.js';
 import { graphqlHandler, requireShopForGraphQL } from './graphql-route.js';
 import { idempotencyHooks } from './idempotency.js';
 import { type Metrics, registerMetrics } from './metrics.js';
@@ -28,8 +29,8 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
 /**
- * The one HTTP server: REST under /rest-api/v1, GraphQL at /graphql (the shop's key) and
- * /storefront/graphql (a customer's token), health probes.
+ * The one HTTP server: REST under /rest-api/v1, GraphQL at /graphql (the shop's key; GraphiQL for a
+ * browser) and /storefront/graphql (a customer's token), the pages, health probes.
  * Fastify gives us schema-less JSON parsing with a body limit, encapsulated hooks for auth and
  * idempotency, request ids and pino logging, and a graceful close that drains in-flight requests.
  */
@@ -143,14 +144,16 @@ export async function createHttpServer(deps: {
   });
   registerDashboard(app);
   registerApiDocs(app);
+  registerGraphiQL(app);
   const idempotency = idempotencyHooks(db, 'graphql');
+  const graphql = graphqlHandler(yoga);
   app.route({
     url: '/graphql',
     method: ['GET', 'POST', 'OPTIONS'],
     onRequest: requireShopForGraphQL(db),
     preHandler: idempotency.preHandler,
     onSend: idempotency.onSend,
-    handler: graphqlHandler(yoga),
+    handler: (request, reply) => (wantsGraphiQL(request) ? sendGraphiQL(reply) : graphql(request, reply)),
   });
   registerStorefront(app, { db, yoga: storefrontYoga, limiter: storefrontLimiter });
 
