@@ -63,6 +63,22 @@ describe('GET /graphql: GraphiQL in a real Chromium, served by npm start', () =>
     }
   });
 
+  it('sends GraphiQL\'s 9 MB bundle once: a browser that has it revalidates by its ETag and gets a 304', async () => {
+    const first = await fetch(`${server.url}/graphiql/graphiql.js`);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('cache-control')).toBe('no-cache');
+    const etag = first.headers.get('etag')!;
+    expect(etag).toMatch(/^"[\w-]+"$/);
+    expect((await first.arrayBuffer()).byteLength).toBeGreaterThan(1_000_000);
+    const again = await fetch(`${server.url}/graphiql/graphiql.js`, { headers: { 'if-none-match': etag } });
+    expect(again.status).toBe(304);
+    expect((await again.arrayBuffer()).byteLength).toBe(0);
+    expect(again.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    const stale = await fetch(`${server.url}/graphiql/graphiql.js`, { headers: { 'if-none-match': '"another"' } });
+    expect(stale.status).toBe(200);
+    await stale.arrayBuffer();
+  });
+
   it('asks for the API key first, loads the schema with it once, runs the example query and keeps its tabs on reload', async () => {
     // Every POST the page sends to /graphql, with its answer's status.
     const posts: Array<{ body: string; status: number }> = [];

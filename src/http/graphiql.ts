@@ -136,6 +136,6 @@ export function wantsGraphiQL(request: FastifyRequest): boolean {
   return request.method === 'GET' && (request.headers.accept ?? '').includes('text/html');
 }
 
-export function sendGraphiQL(reply: FastifyReply) {
-  return sendPageFile(reply, PAGE, HEADERS);
+export function sendGraphiQL(request: FastifyRequest, reply: FastifyReply) {
+  return sendPageFile(request, reply, PAGE, HEADERS);
 }

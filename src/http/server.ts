@@ -153,7 +153,7 @@ export async function createHttpServer(deps: {
     onRequest: requireShopForGraphQL(db),
     preHandler: idempotency.preHandler,
     onSend: idempotency.onSend,
-    handler: (request, reply) => (wantsGraphiQL(request) ? sendGraphiQL(reply) : graphql(request, reply)),
+    handler: (request, reply) => (wantsGraphiQL(request) ? sendGraphiQL(request, reply) : graphql(request, reply)),
   });
   registerStorefront(app, { db, yoga: storefrontYoga, limiter: storefrontLimiter });
 
