@@ -134,6 +134,8 @@ export function planPut(f: Found, row: OrderRow | undefined, shop: ShopProgram):
     if (put.data.currency !== shop.currency) {
       earnNote = `the order is in ${put.data.currency} and the shop's program in ${shop.currency}: it earns nothing`;
     } else if (put.data.test && !shop.earnOnTestOrders) {
+      // A snapshot without rules: the order's later states earn nothing either, whatever the setting becomes.
+      snapshot = earnSnapshot([], f.multiplierBp, put.now);
       earnNote = 'a test order: it earns nothing (the shop\'s earnOnTestOrders setting is off)';
     } else {
       snapshot = earnSnapshot(shop.rules, f.multiplierBp, put.now);
