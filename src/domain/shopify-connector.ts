@@ -351,6 +351,7 @@ export async function ensureOrderCustomer(trx: Trx, shopId: string, order: Shopi
   if (!customer) return;
   const known = await trx.selectFrom('customers').select('id').where('shop_id', '=', shopId).where('shopify_customer_id', '=', customer.id).executeTakeFirst();
   if (known) return;
+  // The order's customer is the newest state known of them: a customers/update older than it changes nothing.
   await isNewestCustomerState(trx, shopId, customer);
   const input = parseInput(customerInputSchema, customerInput({ id: customer.id, email: customer.email ?? order.email }));
   await upsertCustomerIn(trx, shopId, input, { signedUpAt: signedUpAt(customer) });
