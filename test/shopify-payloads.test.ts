@@ -1,9 +1,13 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { sql } from 'kysely';
+import { Migrator, sql } from 'kysely';
 import { stringify } from 'lossless-json';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrations } from '../migrations/index.js';
+import { openDatabase } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
+import { createShop } from '../src/domain/shops.js';
 import { type EarnRule, type LineState, MULTIPLIER_ONE, orderPoints, type OrderState } from '../src/domain/order-earn.js';
 import { orderPut, parseShopifyJson, parseShopifyOrder } from '../src/domain/shopify-payloads.js';
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
@@ -499,5 +503,32 @@ describe('the database driver', () => {
     expect(String(row.parsed)).toBe('820982911946154500');
     expect(row.text).toBe('820982911946154508');
     expect((await order(shop, '820982911946154508'))?.orderId).toBe('820982911946154508');
+  });
+});
+
+describe('the migration', () => {
+  it("dates the Shopify connection of shops connected before it by their earliest webhook kept, else by the migration", async () => {
+    const handle = await openDatabase({ dataDir: 'memory://' });
+    try {
+      const { db: old } = handle;
+      const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < '2026_11_27_016'));
+      expect((await new Migrator({ db: old, provider: { getMigrations: async () => before } }).migrateToLatest()).error).toBeUndefined();
+      const shopId = async (name: string) => (await createShop(old, name)).shop.id;
+      const [withWebhooks, quiet, unconnected] = [await shopId('With webhooks'), await shopId('Quiet'), await shopId('Not connected')];
+      await sql`update shops set shopify_domain = id || '.myshopify.com' where id in (${withWebhooks}, ${quiet})`.execute(old);
+      const first = new Date('2026-11-20T08:00:00Z');
+      for (const [i, at] of [first, new Date('2026-11-21T08:00:00Z')].entries()) {
+        await sql`insert into shopify_inbox (id, shop_id, webhook_id, topic, body, received_at) values (${`w${i}`}, ${withWebhooks}, ${`w${i}`}, 'orders/paid', '{}', ${at})`.execute(old);
+      }
+      const started = Date.now();
+      await migrateToLatest(old);
+      const rows = await old.selectFrom('shops').select(['id', 'shopify_connected_at']).execute();
+      const at = (id: string) => rows.find((r) => r.id === id)!.shopify_connected_at;
+      expect(at(withWebhooks)).toEqual(first);
+      expect(at(quiet)!.getTime()).toBeGreaterThanOrEqual(started - 1_000);
+      expect(at(unconnected)).toBeNull();
+    } finally {
+      await handle.close();
+    }
   });
 });
