@@ -8,9 +8,11 @@
 // Each line of the file is one webhook, {"topic": "orders/paid", "body": {...}}, with the body in
 // Shopify's Admin REST shape (Order, Refund or Customer); a bare Order is sent as orders/updated.
 // The webhook id is derived from the line, so replaying the same file again is dropped as duplicates.
+// Bodies are re-sent with every digit (lossless-json): Shopify's ids pass 2^53, which JSON.parse rounds.
 // With LOYALTY_API_KEY the script waits until the service has applied them and prints each order.
 import { createHash, createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { parse, stringify } from 'lossless-json';
 
 const baseUrl = (process.env.LOYALTY_URL ?? 'http://127.0.0.1:3000').replace(/\/$/, '');
 const { SHOPIFY_SHOP_DOMAIN: shopDomain, SHOPIFY_WEBHOOK_SECRET: secret, LOYALTY_API_KEY: apiKey } = process.env;
@@ -20,19 +22,20 @@ if (!shopDomain || !secret || !file) {
   process.exit(64);
 }
 
-type Webhook = { topic: string; body: { id?: number | string; order_id?: number | string } };
+/** Numbers are lossless-json's LosslessNumber: their text, exactly as in the file. */
+type Webhook = { topic: string; body: { id?: unknown; order_id?: unknown } };
 
 const webhooks: Webhook[] = readFileSync(file, 'utf8')
   .split('\n')
   .filter((line) => line.trim())
   .map((line) => {
-    const parsed = JSON.parse(line) as Webhook | Webhook['body'];
+    const parsed = parse(line) as Webhook | Webhook['body'];
     return 'topic' in parsed && 'body' in parsed ? (parsed as Webhook) : { topic: 'orders/updated', body: parsed as Webhook['body'] };
   });
 
 /** One delivery, as Shopify makes it: the raw body, its base64 HMAC-SHA256, the shop's domain, a webhook id. */
 async function deliver(webhook: Webhook): Promise<{ webhookId: string; status: string }> {
-  const raw = JSON.stringify(webhook.body);
+  const raw = stringify(webhook.body)!;
   const webhookId = createHash('sha256').update(`${webhook.topic}\n${raw}`).digest('hex').slice(0, 32);
   const res = await fetch(`${baseUrl}/integrations/shopify/webhooks`, {
     method: 'POST',
@@ -60,7 +63,7 @@ for (const webhook of webhooks) {
   sent.push(webhookId);
   const orderId = webhook.topic.startsWith('orders/') ? webhook.body.id : webhook.topic === 'refunds/create' ? webhook.body.order_id : undefined;
   if (orderId !== undefined) orderIds.add(String(orderId));
-  console.log(`${webhook.topic} ${webhook.body.id ?? ''}: ${status}`);
+  console.log(`${webhook.topic} ${String(webhook.body.id ?? '')}: ${status}`);
 }
 console.log(`Sent ${webhooks.length} webhook(s): ${counts.accepted} accepted, ${counts.duplicate} duplicate, ${counts.rejected} rejected.`);
 if (!apiKey) process.exit(0);

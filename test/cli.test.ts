@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { sql } from 'kysely';
+import { parse as parseLossless, stringify as stringifyLossless } from 'lossless-json';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type DB, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
@@ -733,5 +734,75 @@ describe('CLI: orders import', () => {
     expect(csv.stdout).toContain(`Imported 1 order line(s) from ${fixture('orders.csv')}: 1 order(s) created, 0 updated, 0 unchanged.`);
     expect(csv.stdout).toMatch(/line 3: lineItems: /);
     expect((await balances())[1]).toEqual({ shopify_customer_id: 'h-2', points: 17 });
+  });
+});
+
+describe('CLI: orders import of Shopify orders', () => {
+  let shopId: string;
+  let dir: string;
+  beforeAll(async () => {
+    ({ shopId } = await cliJson(['shop', 'create', '--name', 'Shopify history shop']));
+    await withDb(async (db) => {
+      await createEarningRule(db, shopId, { type: 'place_order', name: '1 pt per $1', earnPoint: 1, spent: '1.00' });
+      await upsertCustomer(db, shopId, { shopifyCustomerId: 'ours-1', email: 'ours-1@example.com' });
+      // History is not a sign-up: customers Shopify dates before the program get no welcome bonus.
+      await createEarningRule(db, shopId, { type: 'sign_up', name: 'Welcome', earnPoint: 50 });
+    });
+    dir = await mkdtemp(path.join(tmpdir(), 'loyalty-shopify-import-'));
+  }, 120_000);
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+
+  /** A paid Shopify order as the Admin API gives it, ids past 2^53 written as JSON numbers. */
+  const paid = (id: string, customer: string, refunds: string = '[]') =>
+    `{"id":${id},"email":"c${customer}@example.com","currency":"USD","financial_status":"paid","test":false,` +
+    `"processed_at":"2025-03-01T10:00:00Z","updated_at":"2025-03-02T10:00:00Z","total_price":"70.00","total_tax":"0.00",` +
+    `"customer":{"id":${customer},"email":"c${customer}@example.com","created_at":"2024-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z"},` +
+    `"line_items":[{"id":${id}1,"product_id":788032119674292922,"variant_id":null,"quantity":2,"price":"10.00","gift_card":false,"discount_allocations":[]},` +
+    `{"id":${id}2,"product_id":788032119674292923,"variant_id":null,"quantity":1,"price":"50.00","gift_card":true,"discount_allocations":[]}],"refunds":${refunds}}`;
+
+  it("takes Shopify's Order, one per line (bare or as the Admin API wraps it), beside our own format; creates missing customers as the connector does; a re-run changes nothing", { timeout: 180_000 }, async () => {
+    const documented = stringifyLossless(parseLossless(await readFile(fixture('shopify/orders-create.json'), 'utf8')));
+    const refund = '[{"id":8800000000000000001,"order_id":7700000000000000003,"created_at":"2025-03-02T09:00:00Z","refund_line_items":[{"line_item_id":77000000000000000031,"quantity":1}],"transactions":[{"kind":"refund","status":"success","amount":"10.00"}]}]';
+    const file = path.join(dir, 'shopify-orders.ndjson');
+    await writeFile(
+      file,
+      [
+        documented,
+        paid('7700000000000000001', '6600000000000000001'),
+        `{"order":${paid('7700000000000000002', '6600000000000000001')}}`,
+        paid('7700000000000000003', '6600000000000000002', refund),
+        JSON.stringify({ orderId: 'ours-1001', customerIdentifier: 'ours-1', currency: 'USD', subtotal: '12.00', total: '12.00', status: 'paid', lineItems: [{ productId: 'p', quantity: 1, price: '12.00' }] }),
+        paid('7700000000000000004', '6600000000000000003').replace(/"customer":\{[^}]*\}/, '"customer":null'),
+        '',
+      ].join('\n'),
+    );
+    const first = await cliJson(['orders', 'import', file, '--shop', shopId], 2);
+    expect(first).toMatchObject({ imported: 5, created: 5, updated: 0, unchanged: 0, rejectedCount: 1, rejected: [{ line: 6, error: expect.stringContaining('no customer') }] });
+
+    await withDb(async (db) => {
+      const orders = await db.selectFrom('orders').innerJoin('customers', 'customers.id', 'orders.customer_id').select(['orders.order_id', 'orders.status', 'orders.test', 'customers.shopify_customer_id', 'orders.points_earned', 'orders.points_clawed_back']).where('orders.shop_id', '=', shopId).orderBy('orders.order_id').execute();
+      expect(orders).toEqual([
+        { order_id: '7700000000000000001', status: 'paid', test: false, shopify_customer_id: '6600000000000000001', points_earned: 20, points_clawed_back: 0 },
+        { order_id: '7700000000000000002', status: 'paid', test: false, shopify_customer_id: '6600000000000000001', points_earned: 20, points_clawed_back: 0 },
+        // Its refund (one unit, $10) came inside the order, as the Admin API gives it.
+        { order_id: '7700000000000000003', status: 'partially_refunded', test: false, shopify_customer_id: '6600000000000000002', points_earned: 10, points_clawed_back: 0 },
+        { order_id: '820982911946154508', status: 'cancelled', test: true, shopify_customer_id: '115310627314723954', points_earned: 0, points_clawed_back: 0 },
+        { order_id: 'ours-1001', status: 'paid', test: false, shopify_customer_id: 'ours-1', points_earned: 12, points_clawed_back: 0 },
+      ]);
+      const customers = await db.selectFrom('customers').select(['shopify_customer_id', 'email', 'points']).where('shop_id', '=', shopId).orderBy('shopify_customer_id').execute();
+      // Created from their orders' customer (no sign-up bonus: Shopify dates them before the program); the gift cards earned nothing.
+      expect(customers).toEqual([
+        { shopify_customer_id: '115310627314723954', email: 'john@example.com', points: 0 },
+        { shopify_customer_id: '6600000000000000001', email: 'c6600000000000000001@example.com', points: 40 },
+        { shopify_customer_id: '6600000000000000002', email: 'c6600000000000000002@example.com', points: 10 },
+        { shopify_customer_id: 'ours-1', email: 'ours-1@example.com', points: 12 },
+      ]);
+      expect(await countByType(db, shopId)).toMatchObject({ 'customers/created': 4 });
+      expect(await ledgerViolations(db, shopId)).toEqual({ brokenChains: 0, wrongBalances: 0 });
+    });
+
+    const again = await cliJson(['orders', 'import', file, '--shop', shopId], 2);
+    expect(again).toMatchObject({ imported: 5, created: 0, updated: 0, unchanged: 5, rejectedCount: 1 });
+    await withDb(async (db) => expect(await countByType(db, shopId)).toMatchObject({ 'customers/created': 4 }));
   });
 });

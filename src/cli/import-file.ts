@@ -45,9 +45,17 @@ export async function detectFormat(file: string): Promise<ImportFormat> {
   }
 }
 
-/** The records of an import file, each with the line it starts on; lines that cannot be parsed carry an error. */
-export async function* readImportFile(file: string, format: ImportFormat, columns: ImportColumns = CUSTOMER_COLUMNS): AsyncGenerator<ImportRecord> {
-  yield* format === 'ndjson' ? ndjsonRecords(readLines(file)) : csvRecords(readLines(file), columns);
+/**
+ * The records of an import file, each with the line it starts on; lines that cannot be parsed carry
+ * an error. `parseJson` reads an NDJSON line (the orders import reads Shopify's ids past 2^53 whole).
+ */
+export async function* readImportFile(
+  file: string,
+  format: ImportFormat,
+  columns: ImportColumns = CUSTOMER_COLUMNS,
+  parseJson: (text: string) => unknown = JSON.parse,
+): AsyncGenerator<ImportRecord> {
+  yield* format === 'ndjson' ? ndjsonRecords(readLines(file), parseJson) : csvRecords(readLines(file), columns);
 }
 
 /** Records in the file, for a progress bar's total: its lines, less a CSV's header. */
@@ -75,11 +83,11 @@ async function* readLines(file: string): AsyncGenerator<{ line: number; text: st
   }
 }
 
-async function* ndjsonRecords(lines: AsyncIterable<{ line: number; text: string }>): AsyncGenerator<ImportRecord> {
+async function* ndjsonRecords(lines: AsyncIterable<{ line: number; text: string }>, parseJson: (text: string) => unknown): AsyncGenerator<ImportRecord> {
   for await (const { line, text } of lines) {
     if (text.trim() === '') continue;
     try {
-      yield { line, value: JSON.parse(text) };
+      yield { line, value: parseJson(text) };
     } catch (err) {
       yield { line, error: `malformed JSON: ${(err as Error).message}` };
     }

@@ -16,6 +16,7 @@ import {
 import { DomainError } from '../domain/errors.js';
 import { importOrders, ORDER_IMPORT_POOL_SIZE, type OrdersImportResult } from '../domain/orders-import.js';
 import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops.js';
+import { parseShopifyJson } from '../domain/shopify-payloads.js';
 import { countRecords, detectFormat, ImportFileError, ORDER_COLUMNS, readImportFile } from './import-file.js';
 
 const program = new Command('loyalty')
@@ -211,7 +212,8 @@ program
   .description('orders')
   .command('import')
   .description(
-    'record orders of the past from NDJSON (one PUT /orders body per line, plus its orderId) or CSV (header row; ' +
+    'record orders of the past from NDJSON (one order per line: a PUT /orders body plus its orderId, or a Shopify Order as its ' +
+      'webhooks and Admin API give it, whose missing customers are created from the order as the Shopify connector does) or CSV (header row; ' +
       `columns ${ORDER_COLUMNS.all.join(', ')}; lineItems as a JSON list): the shop's rules earn their points as for new orders; ` +
       'bad lines are reported and skipped, and a re-run changes nothing',
   )
@@ -230,7 +232,7 @@ program
       bar?.start(await countRecords(file, format), 0);
       result = await withDatabase(
         async (db) =>
-          importOrders(db, (await findShop(db, opts.shop)).id, readImportFile(file, format, ORDER_COLUMNS), {
+          importOrders(db, (await findShop(db, opts.shop)).id, readImportFile(file, format, ORDER_COLUMNS, parseShopifyJson), {
             onProgress: (read) => bar?.update(read),
           }),
         ORDER_IMPORT_POOL_SIZE,

@@ -19,7 +19,7 @@ export interface ShopsTable {
   timezone: Defaulted<string>;
   /** Days an order's points stay pending before they can be spent; 0: at once. */
   pending_days: Defaulted<number>;
-  /** Bumped by every change to what an order earns: place_order rules, currency, pending_days (order-first-states.ts caches by it). */
+  /** Bumped by every change to what an order earns: place_order rules, currency, pending_days, earn_on_test_orders (order-first-states.ts caches by it). */
   program_version: Defaulted<number>;
   /** What expires (src/domain/expiry.ts): 'none', 'inactivity' or 'per_earn'. */
   expiry_mode: Defaulted<string>;
@@ -38,6 +38,12 @@ export interface ShopsTable {
   storefront_origins: Defaulted<string[]>;
   /** Sealed (src/webhooks/secret-box.ts), bound to the shop id. */
   shopify_webhook_secret: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Test orders (Shopify's `test`) earn only with this on. */
+  earn_on_test_orders: Defaulted<boolean>;
+  /** The sign-up bonus goes to Shopify customers who signed up at or after this; null: since shopify_connected_at. */
+  sign_up_bonus_since: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** When the shop first connected its Shopify store. */
+  shopify_connected_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface ApiKeysTable {
@@ -257,6 +263,8 @@ export interface EarningRulesTable {
   exclude_collection_ids: ColumnType<string[], string | undefined, string>;
   include_shipping: Defaulted<boolean>;
   include_tax: Defaulted<boolean>;
+  /** place_order: gift-card lines count too. */
+  include_gift_cards: Defaulted<boolean>;
   /** custom: the action's name, unique per shop. */
   action: string | null;
   action_limit: ActionLimit | null;
@@ -281,6 +289,8 @@ export interface OrdersTable {
   total_minor: number;
   refunded_minor: number;
   status: OrderStatus;
+  /** A test order: earns only when the shop's earn_on_test_orders is on. */
+  test: Defaulted<boolean>;
   line_items: Json<unknown[]>;
   processed_at: Date | null;
   source_updated_at: Date | null;
@@ -452,6 +462,15 @@ export interface ShopifyInboxTable {
   error: string | null;
   /** The Shopify order it is about (orders/* and refunds/create). */
   shopify_order_id: string | null;
+  /** A refund stored before its order: applied once one of the order's webhooks is. */
+  awaits_order: Defaulted<boolean>;
+}
+
+/** The latest state of each Shopify customer applied, by Shopify's updated_at: an older one changes nothing. */
+export interface ShopifyCustomersTable {
+  shop_id: string;
+  shopify_customer_id: string;
+  updated_at: Date;
 }
 
 /** What Shopify has said of one order, so its state can be rebuilt whatever order webhooks come in. */
@@ -496,6 +515,7 @@ export interface Database {
   insight_rewards: InsightRewardsTable;
   insight_active_days: InsightActiveDaysTable;
   shopify_orders: ShopifyOrdersTable;
+  shopify_customers: ShopifyCustomersTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;

@@ -117,8 +117,16 @@ export async function upsertCustomerIn(
   trx: Trx,
   shopId: string,
   data: z.output<typeof customerInputSchema>,
-  /** This transaction holds its turn on the new customer already (below). */
-  hasTurn = false,
+  options: {
+    /**
+     * When the customer signed up with the shop, as its source says (Shopify's created_at; null:
+     * it did not say): the sign-up bonus then goes only to one who signed up since the program
+     * started (awardSignUp). Left out: the sign-up is this call.
+     */
+    signedUpAt?: Date | null;
+    /** This transaction holds its turn on the new customer already (below). */
+    hasTurn?: boolean;
+  } = {},
 ): Promise<{ customer: Customer; created: boolean }> {
   const existing = await trx
     .selectFrom('customers')
@@ -127,12 +135,12 @@ export async function upsertCustomerIn(
     .where('shopify_customer_id', '=', data.shopifyCustomerId)
     .forUpdate()
     .executeTakeFirst();
-  if (!existing && !hasTurn) {
+  if (!existing && !options.hasTurn) {
     // Upserts of one new customer take turns: the next waits here for the first's commit, then finds
     // the customer and updates it. Two inserts racing would meet on the e-mail's unique index too,
     // which ON CONFLICT (one arbiter, the shop's customer id) cannot turn into an update.
     await sql`select pg_advisory_xact_lock(hashtextextended(${`${shopId}/${data.shopifyCustomerId}`}, 0))`.execute(trx);
-    return upsertCustomerIn(trx, shopId, data, true);
+    return upsertCustomerIn(trx, shopId, data, { ...options, hasTurn: true });
   }
   try {
     if (existing) {
@@ -164,13 +172,13 @@ export async function upsertCustomerIn(
       .onConflict((oc) => oc.columns(['shop_id', 'shopify_customer_id']).doNothing())
       .returningAll()
       .executeTakeFirst();
-    if (!row) return upsertCustomerIn(trx, shopId, data, true);
+    if (!row) return upsertCustomerIn(trx, shopId, data, { ...options, hasTurn: true });
     const customer = toCustomer(row);
     await recordEvent(trx, shopId, 'customers/created', customer);
     // A sign-up rule's points come with the sign-up, in the same transaction. Loaded here, not at
     // the top: rule-awards builds on points.ts, which builds on this module's schemas.
     const { awardSignUp } = await import('./rule-awards.js');
-    return { customer: await awardSignUp(trx, shopId, customer), created: true };
+    return { customer: await awardSignUp(trx, shopId, customer, options.signedUpAt), created: true };
   } catch (err) {
     throw translateUniqueViolation(err);
   }

@@ -28,6 +28,8 @@ export type EarningRule = {
   excludeCollectionIds: string[];
   includeShipping: boolean;
   includeTax: boolean;
+  /** place_order: gift-card lines count too; by default they never earn (the money comes back when the card is spent). */
+  includeGiftCards: boolean;
   action: string | null;
   actionLimit: ActionLimit | null;
   createdAt: Date;
@@ -49,12 +51,13 @@ const ruleFields = {
   excludeCollectionIds: idList,
   includeShipping: z.boolean(),
   includeTax: z.boolean(),
+  includeGiftCards: z.boolean(),
   action: z.string().regex(/^[a-z0-9_.-]{1,64}$/, 'lower-case letters, digits, _ . and -, at most 64'),
   actionLimit: z.enum(ACTION_LIMITS),
 };
 type RuleFields = { [K in keyof typeof ruleFields]: z.output<(typeof ruleFields)[K]> };
 
-const PLACE_ORDER_ONLY = ['spent', 'includeProductIds', 'excludeProductIds', 'includeCollectionIds', 'excludeCollectionIds', 'includeShipping', 'includeTax'] as const;
+const PLACE_ORDER_ONLY = ['spent', 'includeProductIds', 'excludeProductIds', 'includeCollectionIds', 'excludeCollectionIds', 'includeShipping', 'includeTax', 'includeGiftCards'] as const;
 const CUSTOM_ONLY = ['action', 'actionLimit'] as const;
 
 export const earningRuleCreateSchema = z.strictObject({
@@ -84,6 +87,7 @@ export function toEarningRule(row: EarningRuleRow, currency: string): EarningRul
     excludeCollectionIds: row.exclude_collection_ids,
     includeShipping: row.include_shipping,
     includeTax: row.include_tax,
+    includeGiftCards: row.include_gift_cards,
     action: row.action,
     actionLimit: row.action_limit,
     createdAt: row.created_at,
@@ -117,6 +121,7 @@ function columnsOf(type: EarningRuleType, fields: Partial<RuleFields>, currency:
     exclude_collection_ids: JSON.stringify(fields.excludeCollectionIds ?? []),
     include_shipping: fields.includeShipping ?? false,
     include_tax: fields.includeTax ?? false,
+    include_gift_cards: fields.includeGiftCards ?? false,
     action: type === 'custom' ? fields.action! : null,
     action_limit: type === 'custom' ? fields.actionLimit! : null,
   };

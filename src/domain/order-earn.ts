@@ -20,6 +20,8 @@ export type EarnRule = {
   excludeCollectionIds: string[];
   includeShipping: boolean;
   includeTax: boolean;
+  /** Gift-card lines count too (missing in snapshots taken before the option existed: they do not). */
+  includeGiftCards?: boolean;
 };
 
 /** Multipliers in basis points (10,000 = ×1), so a tier's ×1.25 stays integer arithmetic. */
@@ -35,6 +37,8 @@ export type LineState = {
   /** The discount on the whole line, not per unit. */
   discountMinor: number;
   refundedQuantity: number;
+  /** A gift card sold: money the shop will see again when the card is spent (absent: not one). */
+  giftCard?: boolean;
 };
 
 export type OrderState = {
@@ -83,6 +87,7 @@ function exactLines(lines: LineState[]): ExactLines {
 }
 
 function ruleCovers(rule: EarnRule, line: LineState): boolean {
+  if (line.giftCard && !rule.includeGiftCards) return false;
   if (rule.excludeProductIds.includes(line.productId)) return false;
   if (line.collectionIds.some((c) => rule.excludeCollectionIds.includes(c))) return false;
   const included = rule.includeProductIds.length === 0 && rule.includeCollectionIds.length === 0;

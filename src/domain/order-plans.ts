@@ -16,8 +16,8 @@ import { MAX_AMOUNT } from './points.js';
 export type UpsertResult = { order: Order; created: boolean; changed: boolean };
 export type Outcome = UpsertResult | DomainError;
 
-/** What a shop's orders earn by: its currency, pendingDays and active place_order rules (in creation order), at a version. */
-export type ShopProgram = { currency: string; pendingDays: number; version: number; rules: SnapshotRuleRow[] };
+/** What a shop's orders earn by: its currency, pendingDays, whether test orders earn, and active place_order rules (in creation order), at a version. */
+export type ShopProgram = { currency: string; pendingDays: number; earnOnTestOrders: boolean; version: number; rules: SnapshotRuleRow[] };
 
 export type OrderContext = {
   /** Our id of the customer each PUT names, by the PUT's index (undefined: no such customer). */
@@ -59,10 +59,11 @@ export function attempt<T>(plan: () => T): T | DomainError {
 /** The shops' programs, as a json array of ShopProgram & { id }. */
 function programsJson(shopIds: string[]) {
   return sql`(
-    select coalesce(json_agg(json_build_object('id', s.id, 'currency', s.currency, 'pendingDays', s.pending_days, 'version', s.program_version,
+    select coalesce(json_agg(json_build_object('id', s.id, 'currency', s.currency, 'pendingDays', s.pending_days, 'earnOnTestOrders', s.earn_on_test_orders, 'version', s.program_version,
       'rules', (select coalesce(json_agg(json_build_object('id', r.id, 'name', r.name, 'earn_point', r.earn_point, 'spent_minor', r.spent_minor,
           'include_product_ids', r.include_product_ids, 'exclude_product_ids', r.exclude_product_ids, 'include_collection_ids', r.include_collection_ids,
-          'exclude_collection_ids', r.exclude_collection_ids, 'include_shipping', r.include_shipping, 'include_tax', r.include_tax) order by r.created_at, r.id), '[]')
+          'exclude_collection_ids', r.exclude_collection_ids, 'include_shipping', r.include_shipping, 'include_tax', r.include_tax,
+          'include_gift_cards', r.include_gift_cards) order by r.created_at, r.id), '[]')
         from earning_rules r where r.shop_id = s.id and r.type = 'place_order' and r.active))), '[]')
     from shops s where s.id = any(${shopIds}::text[]))`;
 }
@@ -126,11 +127,16 @@ export function planPut(f: Found, row: OrderRow | undefined, shop: ShopProgram):
     checkTransition(row, put);
   }
   // The rules of the first paid state stay the order's rules: refunds and edits recompute against them.
+  // Whether a test order earns is decided then too (earnOnTestOrders), and the note says why it does not.
   let snapshot = (row?.earn_snapshot ?? null) as EarnSnapshot | null;
   let earnNote = row?.earn_note ?? null;
   if (!snapshot && EARNING_STATUSES.has(put.data.status)) {
     if (put.data.currency !== shop.currency) {
       earnNote = `the order is in ${put.data.currency} and the shop's program in ${shop.currency}: it earns nothing`;
+    } else if (put.data.test && !shop.earnOnTestOrders) {
+      // A snapshot without rules: the order's later states earn nothing either, whatever the setting becomes.
+      snapshot = earnSnapshot([], f.multiplierBp, put.now);
+      earnNote = 'a test order: it earns nothing (the shop\'s earnOnTestOrders setting is off)';
     } else {
       snapshot = earnSnapshot(shop.rules, f.multiplierBp, put.now);
       earnNote = snapshot.rules.length ? null : 'no place_order rule was active when the order was paid';
@@ -174,6 +180,7 @@ export function plannedRow({ put, customerId, row, snapshot, earnNote, counters 
     total_minor: put.amounts.total,
     refunded_minor: put.amounts.refunded,
     status: put.data.status,
+    test: put.data.test ?? false,
     line_items: put.lineItems,
     processed_at: put.data.processedAt ?? row?.processed_at ?? null,
     source_updated_at: put.data.sourceUpdatedAt ?? row?.source_updated_at ?? null,
@@ -190,7 +197,7 @@ export function plannedRow({ put, customerId, row, snapshot, earnNote, counters 
 }
 
 /** What a PUT sets of an order (all but its ids, customer, currency and creation). */
-const STATE_COLUMNS = ['subtotal_minor', 'shipping_minor', 'tax_minor', 'total_minor', 'refunded_minor', 'status', 'line_items', 'processed_at', 'source_updated_at',
+const STATE_COLUMNS = ['subtotal_minor', 'shipping_minor', 'tax_minor', 'total_minor', 'refunded_minor', 'status', 'test', 'line_items', 'processed_at', 'source_updated_at',
   'state_hash', 'earn_snapshot', 'earn_note', 'points_earned', 'points_pending', 'points_clawed_back', 'unrecovered_points', 'updated_at'];
 const INSERT_COLUMNS = ['id', 'shop_id', 'customer_id', 'order_id', 'currency', 'created_at', ...STATE_COLUMNS];
 

@@ -24,6 +24,8 @@ export type Order = {
   total: string;
   refunded: string;
   status: OrderStatus;
+  /** A test order (Shopify's `test`): earns nothing unless the shop's earnOnTestOrders says so. */
+  test: boolean;
   lineItems: OrderLine[];
   processedAt: Date | null;
   /** Net points the order has earned (pending ones included): what its current state earns. */
@@ -48,6 +50,8 @@ export type OrderLine = {
   price: string;
   discount: string;
   refundedQuantity: number;
+  /** A gift card sold (Shopify's `gift_card`): earns only under a rule with includeGiftCards. */
+  giftCard: boolean;
 };
 
 /** Money arrives as strings and is checked against the order's currency once that is known. */
@@ -63,6 +67,7 @@ const lineSchema = z.strictObject({
   price: moneyText,
   discount: moneyText.optional(),
   refundedQuantity: z.number().int().min(0).max(1_000_000).nullish(),
+  giftCard: z.boolean().nullish(),
 });
 
 export const orderInputSchema = z.strictObject({
@@ -74,6 +79,7 @@ export const orderInputSchema = z.strictObject({
   total: moneyText,
   refunded: moneyText.optional(),
   status: z.enum(ORDER_STATUSES),
+  test: z.boolean().nullish(),
   lineItems: z.array(lineSchema).max(500),
   processedAt: dateTime.nullish(),
   /** The source's own last-change time (Shopify's updated_at): an older state than the stored one changes nothing. */
@@ -150,7 +156,9 @@ export function parseOrderPut(shopId: string, orderIdInput: unknown, input: unkn
   const amounts = amountsOf(data);
   checkConsistent(data, amounts);
   const lineItems = normalizedLines(data, amounts);
-  const stateHash = hash('sha256', JSON.stringify([data.currency, amounts.subtotal, amounts.shipping, amounts.tax, amounts.total, amounts.refunded, data.status, lineItems, data.processedAt ?? null]), 'base64url');
+  // A flag at its default hashes as before it existed: a state sent again after the upgrade that added it is still the same state.
+  const hashed = [data.currency, amounts.subtotal, amounts.shipping, amounts.tax, amounts.total, amounts.refunded, data.status, lineItems.map(({ giftCard, ...l }) => (giftCard ? { ...l, giftCard } : l)), data.processedAt ?? null];
+  const stateHash = hash('sha256', JSON.stringify(data.test ? [...hashed, 'test'] : hashed), 'base64url');
   return { shopId, orderId, data, amounts, lineItems, stateHash, now };
 }
 
@@ -175,7 +183,7 @@ export function orderState(put: OrderPut): OrderState {
 /** What a snapshot keeps of a rule's row. */
 export type SnapshotRuleRow = Pick<
   EarningRuleRow,
-  'id' | 'name' | 'earn_point' | 'spent_minor' | 'include_product_ids' | 'exclude_product_ids' | 'include_collection_ids' | 'exclude_collection_ids' | 'include_shipping' | 'include_tax'
+  'id' | 'name' | 'earn_point' | 'spent_minor' | 'include_product_ids' | 'exclude_product_ids' | 'include_collection_ids' | 'exclude_collection_ids' | 'include_shipping' | 'include_tax' | 'include_gift_cards'
 >;
 
 /** The shop's active place_order rules (in creation order) and the customer's tier multiplier, as an earn's snapshot keeps them. */
@@ -192,6 +200,7 @@ export function earnSnapshot(rows: SnapshotRuleRow[], multiplierBp: number, now:
       excludeCollectionIds: r.exclude_collection_ids,
       includeShipping: r.include_shipping,
       includeTax: r.include_tax,
+      includeGiftCards: r.include_gift_cards,
     }),
   );
   return { rules, multiplierBp, takenAt: now.toISOString() };
@@ -206,6 +215,7 @@ function normalizedLines(data: ParsedOrder, amounts: Amounts): OrderLine[] {
     price: formatMoney(amounts.lines[i]!.price, data.currency),
     discount: formatMoney(amounts.lines[i]!.discount, data.currency),
     refundedQuantity: l.refundedQuantity ?? 0,
+    giftCard: l.giftCard ?? false,
   }));
 }
 
@@ -218,6 +228,7 @@ function lineStates(lines: OrderLine[], currency: string): LineState[] {
     priceMinor: minor(l.price, currency),
     discountMinor: minor(l.discount, currency),
     refundedQuantity: l.refundedQuantity,
+    giftCard: l.giftCard,
   }));
 }
 
@@ -240,7 +251,9 @@ export function toOrder(row: OrderRow): Order {
     total: formatMoney(row.total_minor, row.currency),
     refunded: formatMoney(row.refunded_minor, row.currency),
     status: row.status,
-    lineItems: row.line_items as OrderLine[],
+    test: row.test,
+    // Lines stored before gift cards were told apart have no flag: none was one.
+    lineItems: (row.line_items as OrderLine[]).map((l) => (l.giftCard === undefined ? { ...l, giftCard: false } : l)),
     processedAt: row.processed_at,
     pointsEarned: row.points_earned - row.points_clawed_back,
     pointsPending: row.points_pending,
@@ -262,7 +275,7 @@ export function orderJson(row: RawBuilder<unknown>, money: RawBuilder<unknown>, 
   return sql`jsonb_build_object(
     '_id', ${row}->'id', 'orderId', ${row}->'order_id', 'customer', ${customer}, 'currency', ${row}->'currency',
     'subtotal', ${money}->0, 'shipping', ${money}->1, 'tax', ${money}->2, 'total', ${money}->3, 'refunded', ${money}->4,
-    'status', ${row}->'status', 'lineItems', ${row}->'line_items', 'processedAt', ${row}->'processed_at',
+    'status', ${row}->'status', 'test', ${row}->'test', 'lineItems', ${row}->'line_items', 'processedAt', ${row}->'processed_at',
     'pointsEarned', (${row}->>'points_earned')::int - (${row}->>'points_clawed_back')::int, 'pointsPending', ${row}->'points_pending',
     'pointsClawedBack', ${row}->'points_clawed_back', 'unrecoveredPoints', ${row}->'unrecovered_points', 'earnNote', ${row}->'earn_note',
     'createdAt', ${row}->'created_at', 'updatedAt', ${row}->'updated_at')`;

@@ -76,12 +76,26 @@ export async function credit(trx: Trx, shopId: string, customerId: string, rule:
 }
 
 /**
+ * From when a customer's sign-up, as Shopify dates it, earns the sign-up bonus: the shop's
+ * signUpBonusSince, else when it connected its Shopify store, else when the shop was created.
+ */
+export const signUpBonusSince = (shop: { sign_up_bonus_since: Date | null; shopify_connected_at: Date | null; created_at: Date }): Date =>
+  shop.sign_up_bonus_since ?? shop.shopify_connected_at ?? shop.created_at;
+
+/**
  * The shop's active sign_up rule, if any, awards a customer just created (in the creating
  * transaction: a sign-up and its points commit together). Returns the customer after the award.
+ * `signedUpAt` is when the customer signed up as the source says (Shopify's created_at): a shop
+ * that connects mid-life first sees its existing customers on their orders and updates, and they
+ * did not sign up now. Only one who signed up since signUpBonusSince earns; null (unknown), none.
  */
-export async function awardSignUp(trx: Trx, shopId: string, customer: Customer): Promise<Customer> {
+export async function awardSignUp(trx: Trx, shopId: string, customer: Customer, signedUpAt?: Date | null): Promise<Customer> {
   const rule = await trx.selectFrom('earning_rules').selectAll().where('shop_id', '=', shopId).where('type', '=', 'sign_up').where('active', '=', true).executeTakeFirst();
   if (!rule) return customer;
+  if (signedUpAt !== undefined) {
+    const shop = await trx.selectFrom('shops').select(['sign_up_bonus_since', 'shopify_connected_at', 'created_at']).where('id', '=', shopId).executeTakeFirstOrThrow();
+    if (signedUpAt === null || signedUpAt < signUpBonusSince(shop)) return customer;
+  }
   const awarded = await trx
     .insertInto('rule_awards')
     .values({ id: newId(), shop_id: shopId, rule_id: rule.id, customer_id: customer._id, period: 'once', points: rule.earn_point, rule_snapshot: JSON.stringify(rule) })

@@ -7,6 +7,7 @@ import { NotFoundError, RuleViolationError } from './errors.js';
 import { EXPIRY_DAYS_MAX, EXPIRY_MODES, type ExpirySettings, switchExpiryMode } from './expiry.js';
 import { currencySchema } from './money.js';
 import { MAX_AMOUNT } from './points.js';
+import { signUpBonusSince } from './rule-awards.js';
 import { changeTierSettings, type TierSettings, tierSettingsSchema } from './tiers.js';
 import { parseInput } from './validation.js';
 
@@ -33,6 +34,10 @@ export type ShopSettings = {
   tiers: TierSettings;
   /** Origins whose pages may call /storefront/graphql (CORS); empty: no browser page may. */
   storefrontOrigins: string[];
+  /** Test orders (Shopify's `test`) earn points; off by default. */
+  earnOnTestOrders: boolean;
+  /** Shopify customers who signed up (created_at) since then get the sign-up bonus; default: when the shop connected Shopify. */
+  signUpBonusSince: Date;
 };
 
 /** Wide enough for any real shop, narrow enough that a typo cannot switch the limit off. */
@@ -94,6 +99,9 @@ export const shopSettingsInputSchema = z.strictObject({
     .optional(),
   tiers: tierSettingsSchema.optional(),
   storefrontOrigins: z.array(originSchema).max(STOREFRONT_ORIGINS_MAX).optional(),
+  earnOnTestOrders: z.boolean().optional(),
+  /** A Date (GraphQL's DateTime) or an ISO string; null: back to the default (when the shop connected Shopify). */
+  signUpBonusSince: z.union([z.date(), z.iso.datetime({ offset: true }).transform((s) => new Date(s))]).nullable().optional(),
 });
 
 // Bumped by every settings change in this process, so caches of settings (the rate limiter's
@@ -120,6 +128,10 @@ const COLUMNS = [
   'tier_window',
   'tier_window_days',
   'storefront_origins',
+  'earn_on_test_orders',
+  'sign_up_bonus_since',
+  'shopify_connected_at',
+  'created_at',
 ] as const;
 
 function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>): ShopSettings {
@@ -134,6 +146,8 @@ function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>)
     expiry: { mode: row.expiry_mode as ExpirySettings['mode'], days: row.expiry_days, warningDays: row.expiry_warning_days },
     tiers: { metric: row.tier_metric as TierSettings['metric'], window: row.tier_window as TierSettings['window'], days: row.tier_window_days },
     storefrontOrigins: row.storefront_origins,
+    earnOnTestOrders: row.earn_on_test_orders,
+    signUpBonusSince: signUpBonusSince(row),
   };
 }
 
@@ -165,9 +179,12 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
     tier_window: data.tiers?.window,
     tier_window_days: data.tiers?.days,
     storefront_origins: data.storefrontOrigins && [...new Set(data.storefrontOrigins)],
+    earn_on_test_orders: data.earnOnTestOrders,
+    sign_up_bonus_since: data.signUpBonusSince,
   };
   // What an order earns depends on these: an instance's cached program is stale (order-first-states.ts).
-  const programChanges = data.currency !== undefined || data.pendingDays !== undefined ? { program_version: sql<number>`program_version + 1` } : {};
+  const programChanges =
+    data.currency !== undefined || data.pendingDays !== undefined || data.earnOnTestOrders !== undefined ? { program_version: sql<number>`program_version + 1` } : {};
   if (Object.values(changes).every((v) => v === undefined)) return { settings: await getShopSettings(db, shopId) };
   if (data.currency !== undefined) await refuseCurrencyInUse(db, shopId, data.currency);
   const now = new Date();

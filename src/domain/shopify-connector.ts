@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { type Insertable, sql } from 'kysely';
+import { type Insertable, type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import { lastTimeKey, type PurgeOptions, purgeInBatches, type TimeKey } from '../db/purge.js';
@@ -13,7 +13,17 @@ import { newId } from './ids.js';
 import { upsertOrder } from './order-writes.js';
 import { type Page, type PageArgs, decodeCursor, encodeCursor, invalidCursor } from './pagination.js';
 import type { DueWork } from './scheduling.js';
-import { customerInput, orderPut, parseShopifyCustomer, parseShopifyOrder, parseShopifyRefund, type ShopifyCustomer, type ShopifyOrder, type ShopifyRefund } from './shopify-payloads.js';
+import {
+  customerInput,
+  orderPut,
+  parseShopifyCustomer,
+  parseShopifyJson,
+  parseShopifyOrder,
+  parseShopifyRefund,
+  type ShopifyCustomer,
+  type ShopifyOrder,
+  type ShopifyRefund,
+} from './shopify-payloads.js';
 import { parseInput } from './validation.js';
 
 /**
@@ -60,6 +70,8 @@ export async function setShopifyConnection(db: DB, secrets: SecretBox, shopId: s
   const data = parseInput(shopifyConnectionInputSchema, input);
   const changes = {
     shopify_domain: data.shopDomain,
+    // The first connection is when the program starts for Shopify's customers (signUpBonusSince's default).
+    shopify_connected_at: sql<Date>`coalesce(shopify_connected_at, now())`,
     ...(data.webhookSecret !== undefined ? { shopify_webhook_secret: secrets.seal(data.webhookSecret, sealContext(shopId)) } : {}),
   };
   try {
@@ -109,7 +121,7 @@ export async function receiveShopifyWebhook(db: DB, secrets: SecretBox, delivery
   let body: unknown;
   let reason = rejectionOf(delivery, now);
   try {
-    body = JSON.parse(text);
+    body = parseShopifyJson(text);
   } catch {
     reason ??= 'the body is not JSON';
   }
@@ -170,7 +182,7 @@ function rejectionOf(delivery: ShopifyDelivery, now: Date): string | undefined {
   return undefined;
 }
 
-/** The Shopify order a body is about, so the order's webhooks can be read together. */
+/** The Shopify order a body (as parseShopifyJson reads it: an id past 2^53 is its digits) is about, so the order's webhooks can be read together. */
 function orderIdOf(topic: string, body: unknown): string | null {
   const b = body as { id?: unknown; order_id?: unknown } | null;
   const value = topic.startsWith('orders/') ? b?.id : topic === 'refunds/create' ? b?.order_id : undefined;
@@ -228,7 +240,7 @@ async function applyNext(db: DB, now: Date): Promise<boolean> {
     } else {
       // What Shopify said of the order stays known even if applying it is refused: later webhooks build on it.
       const facts = await recordFact(trx, row.shop_id, fact);
-      apply = () => applyOrder(trx, row.shop_id, facts, now);
+      apply = () => applyOrder(trx, row.shop_id, facts, now, row.id);
     }
     // The apply runs under a savepoint: a failed statement must not take the bookkeeping with it.
     await sql`savepoint apply`.execute(trx);
@@ -247,21 +259,21 @@ async function applyNext(db: DB, now: Date): Promise<boolean> {
   });
 }
 
-/** A webhook's body, checked to be what its topic says. */
+/** A webhook's body, checked to be what its topic says; `raw` is it parsed, `text` as Shopify sent it. */
 type Fact =
   | { kind: 'customer'; customer: ShopifyCustomer }
-  | { kind: 'order'; shopifyOrderId: string; order: ShopifyOrder; raw: unknown }
-  | { kind: 'refund'; shopifyOrderId: string; refund: ShopifyRefund; raw: unknown };
+  | { kind: 'order'; shopifyOrderId: string; order: ShopifyOrder; raw: unknown; text: string }
+  | { kind: 'refund'; shopifyOrderId: string; refund: ShopifyRefund; raw: unknown; text: string };
 
 function factOf(row: ShopifyInboxRow): Fact {
-  const raw = JSON.parse(row.body) as unknown;
+  const raw = parseShopifyJson(row.body);
   if (row.topic === 'customers/create' || row.topic === 'customers/update') return { kind: 'customer', customer: parseShopifyCustomer(raw) };
   if (row.topic === 'refunds/create') {
     const refund = parseShopifyRefund(raw);
-    return { kind: 'refund', shopifyOrderId: refund.order_id, refund, raw };
+    return { kind: 'refund', shopifyOrderId: refund.order_id, refund, raw, text: row.body };
   }
   const order = parseShopifyOrder(raw);
-  return { kind: 'order', shopifyOrderId: order.id, order, raw };
+  return { kind: 'order', shopifyOrderId: order.id, order, raw, text: row.body };
 }
 
 /** What Shopify has said of one order: its latest body (by updated_at), if any yet, and every refund once. */
@@ -269,45 +281,99 @@ type OrderFacts = { latest: ShopifyOrder | undefined; refunds: ShopifyRefund[] }
 
 /**
  * Adds an order's or a refund's body to what Shopify has said of the order (shopify_orders, its
- * row locked: one order's webhooks apply one at a time), and returns all of it.
+ * row locked: one order's webhooks apply one at a time), and returns all of it. Bodies are stored
+ * as Shopify sent them and read back as text: the database drivers parse jsonb with JSON.parse,
+ * which would round the ids past 2^53.
  */
 async function recordFact(trx: Trx, shopId: string, fact: Extract<Fact, { shopifyOrderId: string }>): Promise<OrderFacts> {
   const key = { shop_id: shopId, shopify_order_id: fact.shopifyOrderId };
-  const write = (changes: { refunds: string } | { order_body: string }) =>
+  const write = (changes: { refunds: RawBuilder<unknown> } | { order_body: RawBuilder<unknown> }) =>
     trx.updateTable('shopify_orders').set(changes).where('shop_id', '=', key.shop_id).where('shopify_order_id', '=', key.shopify_order_id).execute();
   await trx.insertInto('shopify_orders').values(key).onConflict((oc) => oc.columns(['shop_id', 'shopify_order_id']).doNothing()).execute();
-  const stored = await trx.selectFrom('shopify_orders').selectAll().where('shop_id', '=', key.shop_id).where('shopify_order_id', '=', key.shopify_order_id).forUpdate().executeTakeFirstOrThrow();
-  let latest = stored.order_body === null ? undefined : parseShopifyOrder(stored.order_body);
-  let refunds = stored.refunds as Record<string, unknown>;
+  const stored = await trx
+    .selectFrom('shopify_orders')
+    .select([sql<string | null>`order_body::text`.as('order_body'), sql<string>`refunds::text`.as('refunds')])
+    .where('shop_id', '=', key.shop_id)
+    .where('shopify_order_id', '=', key.shopify_order_id)
+    .forUpdate()
+    .executeTakeFirstOrThrow();
+  let latest = stored.order_body === null ? undefined : parseShopifyOrder(parseShopifyJson(stored.order_body));
+  let refunds = parseShopifyJson(stored.refunds) as Record<string, unknown>;
   if (fact.kind === 'refund') {
     refunds = { ...refunds, [fact.refund.id]: fact.raw };
-    await write({ refunds: JSON.stringify(refunds) });
+    await write({ refunds: sql`refunds || jsonb_build_object(${fact.refund.id}::text, ${fact.text}::jsonb)` });
   } else if (!latest || Date.parse(fact.order.updated_at) >= Date.parse(latest.updated_at)) {
     // A state older than the one stored (webhooks come in any order) adds nothing.
     latest = fact.order;
-    await write({ order_body: JSON.stringify(fact.raw) });
+    await write({ order_body: sql`${fact.text}::jsonb` });
   }
   return { latest, refunds: Object.values(refunds).map(parseShopifyRefund) };
 }
 
+/** When the customer signed up with the shop, as Shopify says (null: it does not say). */
+const signedUpAt = (customer: { created_at?: string | null }) => (customer.created_at ? new Date(customer.created_at) : null);
+
+/**
+ * Records a customer's state as the latest one applied, unless a newer one was (then false: this
+ * one is older and changes nothing). The row lock orders one customer's states; a state without
+ * updated_at cannot be placed and always applies.
+ */
+async function isNewestCustomerState(trx: Trx, shopId: string, customer: { id: string; updated_at?: string | null }): Promise<boolean> {
+  if (!customer.updated_at) return true;
+  const row = await trx
+    .insertInto('shopify_customers')
+    .values({ shop_id: shopId, shopify_customer_id: customer.id, updated_at: new Date(customer.updated_at) })
+    .onConflict((oc) =>
+      oc
+        .columns(['shop_id', 'shopify_customer_id'])
+        .doUpdateSet({ updated_at: (eb) => eb.ref('excluded.updated_at') })
+        .where('shopify_customers.updated_at', '<=', (eb) => eb.ref('excluded.updated_at')),
+    )
+    .returning('shop_id')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** customers/create and customers/update: the customer's e-mail, unless a newer state of theirs was applied already. */
 async function applyCustomer(trx: Trx, shopId: string, customer: ShopifyCustomer): Promise<undefined> {
-  await upsertCustomerIn(trx, shopId, parseInput(customerInputSchema, customerInput(customer)));
+  if (!(await isNewestCustomerState(trx, shopId, customer))) return undefined;
+  await upsertCustomerIn(trx, shopId, parseInput(customerInputSchema, customerInput(customer)), { signedUpAt: signedUpAt(customer) });
   return undefined;
 }
 
 /**
- * Applies the order as everything Shopify has said of it: its latest body with every refund once,
- * so any arrival order gives the same state. A customer the order names but we do not know yet is
- * created from the order. Returns a note when there is no order yet (a refund waiting for it).
+ * Creates the customer an order names when the shop does not know them yet, from the order's
+ * customer object (Shopify does not order its webhooks: the order may come before
+ * customers/create). Shared by the connector and the orders import of Shopify's orders.
  */
-async function applyOrder(trx: Trx, shopId: string, { latest, refunds }: OrderFacts, now: Date): Promise<string | undefined> {
-  if (!latest) return 'the order is not known yet: this refund applies when one of its orders/* webhooks arrives';
-  const { orderId, body } = orderPut(latest, refunds);
-  if (latest.customer) {
-    const known = await trx.selectFrom('customers').select('id').where('shop_id', '=', shopId).where('shopify_customer_id', '=', latest.customer.id).executeTakeFirst();
-    if (!known) await upsertCustomerIn(trx, shopId, parseInput(customerInputSchema, customerInput({ id: latest.customer.id, email: latest.customer.email ?? latest.email })));
+export async function ensureOrderCustomer(trx: Trx, shopId: string, order: ShopifyOrder): Promise<void> {
+  const { customer } = order;
+  if (!customer) return;
+  const known = await trx.selectFrom('customers').select('id').where('shop_id', '=', shopId).where('shopify_customer_id', '=', customer.id).executeTakeFirst();
+  if (known) return;
+  // The order's customer is the newest state known of them: a customers/update older than it changes nothing.
+  await isNewestCustomerState(trx, shopId, customer);
+  const input = parseInput(customerInputSchema, customerInput({ id: customer.id, email: customer.email ?? order.email }));
+  await upsertCustomerIn(trx, shopId, input, { signedUpAt: signedUpAt(customer) });
+}
+
+/**
+ * Applies the order as everything Shopify has said of it: its latest body with every refund once,
+ * so any arrival order gives the same state. A refund that comes before its order is kept with the
+ * order's facts and its webhook marked as waiting for the order (`inboxId`); the order's first
+ * webhook applies it, and its waiting refunds then read as applied.
+ */
+async function applyOrder(trx: Trx, shopId: string, { latest, refunds }: OrderFacts, now: Date, inboxId: string): Promise<undefined> {
+  if (!latest) {
+    await trx.updateTable('shopify_inbox').set({ awaits_order: true }).where('id', '=', inboxId).execute();
+    return undefined;
   }
+  const { orderId, body } = orderPut(latest, refunds);
+  await ensureOrderCustomer(trx, shopId, latest);
   await upsertOrder(trx, shopId, orderId, body, now);
+  if (refunds.length > 0) {
+    await trx.updateTable('shopify_inbox').set({ awaits_order: false }).where('shop_id', '=', shopId).where('shopify_order_id', '=', orderId).where('awaits_order', '=', true).execute();
+  }
   return undefined;
 }
 
@@ -340,15 +406,15 @@ export type ShopifyWebhook = {
   topic: string;
   shopifyOrderId: string | null;
   receivedAt: Date;
-  /** waiting (not applied yet, or to be tried again), applied, or rejected (with `error`). */
-  status: 'waiting' | 'applied' | 'rejected';
+  /** waiting (not applied yet, or to be tried again), waiting_for_order (a refund before its order), applied, or rejected (with `error`). */
+  status: 'waiting' | 'waiting_for_order' | 'applied' | 'rejected';
   attempts: number;
   error: string | null;
   processedAt: Date | null;
 };
 
 function toShopifyWebhook(row: ShopifyInboxRow): ShopifyWebhook {
-  const status = row.processed_at === null ? 'waiting' : row.error === null ? 'applied' : 'rejected';
+  const status = row.processed_at === null ? 'waiting' : row.error !== null ? 'rejected' : row.awaits_order ? 'waiting_for_order' : 'applied';
   return { _id: row.id, webhookId: row.webhook_id, topic: row.topic, shopifyOrderId: row.shopify_order_id, receivedAt: row.received_at, status, attempts: row.attempts, error: row.error, processedAt: row.processed_at };
 }
 

@@ -1,3 +1,4 @@
+import { isSafeNumber, parse as parseLossless } from 'lossless-json';
 import { z } from 'zod';
 import { RuleViolationError } from './errors.js';
 import { formatMoney, parseMoney } from './money.js';
@@ -6,10 +7,25 @@ import { validationErrorFrom } from './validation.js';
 /**
  * Shopify's webhook bodies (Admin REST shapes: Order, Refund, Customer) read as the facts we need,
  * and the order turned into the full state PUT /orders takes. Pure: no database. Unknown fields
- * are ignored (Shopify adds fields in every API version); ids arrive as JSON numbers.
+ * are ignored (Shopify adds fields in every API version).
  */
 
-const id = z.union([z.number().int(), z.string().min(1)]).transform(String);
+/** A number with more than 15 significant digits somewhere in the text: JSON.parse could round it. */
+const LONG_NUMBER = /\d(?:\.?\d){15}/;
+
+/**
+ * A Shopify body as JSON, without losing a digit: Shopify's ids are JSON numbers that pass 2^53
+ * (its documented samples carry 18 digits), which JSON.parse rounds. A number a double cannot hold
+ * exactly stays its text (lossless-json); the others are numbers as usual. Text where no number
+ * can be that long (most real bodies) takes the native parser, six times faster.
+ */
+export function parseShopifyJson(text: string): unknown {
+  if (!LONG_NUMBER.test(text)) return JSON.parse(text);
+  return parseLossless(text, null, (digits) => (isSafeNumber(digits) ? Number(digits) : digits));
+}
+
+/** Shopify's ids are kept as text everywhere: a number here is always a safe one (parseShopifyJson). */
+const id = z.union([z.number().int(), z.string().regex(/^\d{1,32}$/, 'expected a Shopify id')]).transform(String);
 const time = z.iso.datetime({ offset: true });
 const amount = z.union([z.string(), z.number()]).transform(String);
 const moneySet = z.object({ shop_money: z.object({ amount }) }).nullish();
@@ -28,9 +44,14 @@ const refundSchema = z.object({
     .default([]),
 });
 
+/** created_at: when the customer signed up with the shop (the sign-up bonus goes by it); updated_at orders their states. */
+const customerSchema = z.object({ id, email: z.string().nullish(), created_at: time.nullish(), updated_at: time.nullish() });
+
 const orderSchema = z.object({
   id,
   email: z.string().nullish(),
+  /** A test order (Shopify's Bogus gateway, or a test payment): earns only if the shop says so. */
+  test: z.boolean().nullish(),
   currency: z.string(),
   financial_status: z.string().nullish(),
   cancelled_at: time.nullish(),
@@ -41,7 +62,7 @@ const orderSchema = z.object({
   total_tax: amount.nullish(),
   total_tax_set: moneySet,
   total_shipping_price_set: moneySet,
-  customer: z.object({ id, email: z.string().nullish() }).nullish(),
+  customer: customerSchema.nullish(),
   line_items: z.array(
     z.object({
       id,
@@ -50,13 +71,12 @@ const orderSchema = z.object({
       quantity: z.number().int().min(0),
       price: amount,
       price_set: moneySet,
+      gift_card: z.boolean().nullish(),
       discount_allocations: z.array(z.object({ amount, amount_set: moneySet })).default([]),
     }),
   ),
   refunds: z.array(refundSchema).default([]),
 });
-
-const customerSchema = z.object({ id, email: z.string().nullish() });
 
 export type ShopifyOrder = z.output<typeof orderSchema>;
 export type ShopifyRefund = z.output<typeof refundSchema>;
@@ -77,14 +97,18 @@ export function customerInput(customer: { id: string; email?: string | null }): 
   return customer.email ? { shopifyCustomerId: customer.id, email: customer.email } : { shopifyCustomerId: customer.id };
 }
 
-/** Shopify's states onto ours; a cancellation wins over any payment state. */
-function statusOf(order: ShopifyOrder): string {
+/**
+ * Shopify's states onto ours; a cancellation wins over any payment state. A paid order's refunds
+ * count by their money: after refunds/create alone its body still says `paid`, and what the
+ * refunds gave back says whether it is refunded in part or in full.
+ */
+function statusOf(order: ShopifyOrder, refundedMinor: number, totalMinor: number): string {
   if (order.cancelled_at) return 'cancelled';
   switch (order.financial_status) {
     case 'paid':
-      return 'paid';
     case 'partially_refunded':
-      return 'partially_refunded';
+      if (totalMinor > 0 && refundedMinor >= totalMinor) return 'refunded';
+      return refundedMinor > 0 || order.financial_status === 'partially_refunded' ? 'partially_refunded' : 'paid';
     case 'refunded':
       return 'refunded';
     case 'voided':
@@ -129,6 +153,7 @@ export function orderPut(order: ShopifyOrder, refunds: readonly ShopifyRefund[])
         price: formatMoney(priceMinor, currency),
         discount: formatMoney(discountMinor, currency),
         refundedQuantity: Math.min(l.quantity, refundedUnits.get(l.id) ?? 0),
+        giftCard: l.gift_card ?? false,
       },
     };
   });
@@ -137,6 +162,7 @@ export function orderPut(order: ShopifyOrder, refunds: readonly ShopifyRefund[])
     .flatMap((r) => r.transactions)
     .filter((t) => t.kind === 'refund' && (t.status ?? 'success') === 'success')
     .reduce((sum, t) => sum + minor(shopAmount(t.amount_set, t.amount), 'refunds.transactions.amount'), 0);
+  const refundedMinor = Math.min(refunded, total);
   const updatedAt = [order.updated_at, ...allRefunds.map((r) => r.created_at)].reduce((a, b) => (Date.parse(b) > Date.parse(a) ? b : a));
 
   return {
@@ -150,8 +176,9 @@ export function orderPut(order: ShopifyOrder, refunds: readonly ShopifyRefund[])
       tax: formatMoney(minor(shopAmount(order.total_tax_set, order.total_tax ?? undefined), 'total_tax'), currency),
       total: formatMoney(total, currency),
       // Shopify never refunds more than was paid; a total lowered by an edit keeps ours consistent.
-      refunded: formatMoney(Math.min(refunded, total), currency),
-      status: statusOf(order),
+      refunded: formatMoney(refundedMinor, currency),
+      status: statusOf(order, refundedMinor, total),
+      test: order.test ?? false,
       lineItems: lines.map((l) => l.put),
       processedAt: order.processed_at ? new Date(order.processed_at).toISOString() : null,
       sourceUpdatedAt: new Date(updatedAt).toISOString(),

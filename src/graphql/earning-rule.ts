@@ -33,6 +33,7 @@ export const EarningRule = builder.objectRef<EarningRuleShape>('EarningRule').im
     excludeCollectionIds: t.exposeStringList('excludeCollectionIds'),
     includeShipping: t.exposeBoolean('includeShipping'),
     includeTax: t.exposeBoolean('includeTax'),
+    includeGiftCards: t.exposeBoolean('includeGiftCards', { description: 'place_order: gift-card lines count too; false (default): they never earn.' }),
     action: t.exposeString('action', { nullable: true, description: 'custom: the action name the shop\'s backend reports.' }),
     actionLimit: t.field({ type: ActionLimit, nullable: true, resolve: (r) => r.actionLimit }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
@@ -51,6 +52,7 @@ const ruleInputFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['
   excludeCollectionIds: t.stringList({ required: false }),
   includeShipping: t.boolean({ required: false }),
   includeTax: t.boolean({ required: false }),
+  includeGiftCards: t.boolean({ required: false, description: 'place_order: let gift-card lines (OrderLineInput.giftCard) earn; default false.' }),
   action: t.string({ required: false, description: 'custom (required there): lower-case letters, digits, _ . -; unique per shop.' }),
   actionLimit: t.field({ type: ActionLimit, required: false, description: 'custom (required there).' }),
 });

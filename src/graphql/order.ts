@@ -18,6 +18,7 @@ const OrderLine = builder.objectRef<OrderLineShape>('OrderLine').implement({
     price: t.exposeString('price', { description: 'Per unit, a decimal string in the order\'s currency.' }),
     discount: t.exposeString('discount', { description: 'On the whole line.' }),
     refundedQuantity: t.exposeInt('refundedQuantity'),
+    giftCard: t.exposeBoolean('giftCard', { description: 'A gift card sold: it earns only under a rule with includeGiftCards.' }),
   }),
 });
 
@@ -35,6 +36,7 @@ export const Order = builder.objectRef<OrderShape>('Order').implement({
     total: t.exposeString('total'),
     refunded: t.exposeString('refunded'),
     status: t.field({ type: OrderStatus, resolve: (o) => o.status }),
+    test: t.exposeBoolean('test', { description: 'A test order: it earns nothing unless the shop\'s earnOnTestOrders is on (earnNote says so).' }),
     lineItems: t.field({ type: [OrderLine], resolve: (o) => o.lineItems }),
     processedAt: t.expose('processedAt', { type: 'DateTime', nullable: true }),
     pointsEarned: t.exposeInt('pointsEarned', { description: 'Net points its current state earns, pending ones included.' }),
@@ -89,6 +91,7 @@ const OrderLineInput = builder.inputType('OrderLineInput', {
     price: t.string({ description: 'Per unit, a decimal string such as "19.99".' }),
     discount: t.string({ required: false, description: 'On the whole line.' }),
     refundedQuantity: t.int({ required: false }),
+    giftCard: t.boolean({ required: false, description: 'A gift card sold (Shopify\'s gift_card); default false. It earns only under a rule with includeGiftCards.' }),
   }),
 });
 
@@ -103,6 +106,7 @@ const OrderInput = builder.inputType('OrderInput', {
     total: t.string(),
     refunded: t.string({ required: false }),
     status: t.field({ type: OrderStatus }),
+    test: t.boolean({ required: false, description: 'A test order (Shopify\'s test); default false. It earns nothing unless the shop\'s earnOnTestOrders is on.' }),
     lineItems: t.field({ type: [OrderLineInput] }),
     processedAt: t.field({ type: 'DateTime', required: false }),
     sourceUpdatedAt: t.field({ type: 'DateTime', required: false, description: 'The source\'s last change (Shopify updated_at): an older state than the stored one changes nothing.' }),

@@ -34,6 +34,13 @@ const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implem
     storefrontOrigins: t.exposeStringList('storefrontOrigins', {
       description: 'Origins whose pages may call /storefront/graphql with this shop\'s customer access tokens (docs/storefront.md).',
     }),
+    earnOnTestOrders: t.exposeBoolean('earnOnTestOrders', { description: 'Whether test orders (Shopify\'s test, Order.test) earn points; false by default.' }),
+    signUpBonusSince: t.expose('signUpBonusSince', {
+      type: 'DateTime',
+      description:
+        'A customer the Shopify connector (or a Shopify orders import) first sees gets the sign-up bonus only if Shopify says they signed up at or after this. ' +
+        'Default: when the shop first connected its Shopify store (or, never connected, when the shop was created).',
+    }),
   }),
 });
 
@@ -87,6 +94,8 @@ const ShopSettingsInput = builder.inputType('ShopSettingsInput', {
       required: false,
       description: 'Replaces the list: up to 20 origins such as https://shop.example.com (no path); [] allows none.',
     }),
+    earnOnTestOrders: t.boolean({ required: false, description: 'Let test orders earn; applies to orders first paid from then on.' }),
+    signUpBonusSince: t.field({ type: 'DateTime', required: false, description: 'null: back to the default (when the shop connected Shopify).' }),
   }),
 });
 

@@ -13,7 +13,12 @@ const ShopifySettings = builder.objectRef<ShopifyConnectionShape>('ShopifySettin
 });
 
 const ShopifyWebhookStatus = builder.enumType('ShopifyWebhookStatus', {
-  values: { waiting: { description: 'Stored, not applied yet (or to be tried again: see error).' }, applied: {}, rejected: { description: 'Not applied: see error.' } } as const,
+  values: {
+    waiting: { description: 'Stored, not applied yet (or to be tried again: see error).' },
+    waiting_for_order: { description: 'A refund that came before its order: kept, and applied with the order\'s first webhook (then: applied).' },
+    applied: {},
+    rejected: { description: 'Not applied: see error.' },
+  } as const,
 });
 
 const ShopifyWebhook = builder.objectRef<ShopifyWebhookShape>('ShopifyWebhook').implement({

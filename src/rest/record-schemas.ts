@@ -204,6 +204,7 @@ export const orderLineSchema = z
     price: moneySchema.meta({ description: 'Per unit' }),
     discount: moneySchema.meta({ description: 'On the whole line' }),
     refundedQuantity: z.int().min(0),
+    giftCard: z.boolean().meta({ description: 'A gift card sold: it earns only under a rule with includeGiftCards' }),
   })
   .meta({ id: 'OrderLine' }) satisfies z.ZodType<Json<OrderLine>>;
 
@@ -219,6 +220,7 @@ export const orderSchema = z
     total: moneySchema,
     refunded: moneySchema,
     status: z.enum(ORDER_STATUSES),
+    test: z.boolean().meta({ description: 'A test order: it earns nothing unless the shop\'s earnOnTestOrders is on (earnNote says so)' }),
     lineItems: z.array(orderLineSchema),
     processedAt: timestampSchema.nullable(),
     pointsEarned: z.int().min(0).meta({ description: 'Net points the order\'s current state earns (pending ones included)' }),
@@ -245,6 +247,7 @@ export const earningRuleSchema = z
     excludeCollectionIds: z.array(z.string()),
     includeShipping: z.boolean(),
     includeTax: z.boolean(),
+    includeGiftCards: z.boolean().meta({ description: 'place_order: gift-card lines count too (default false: they never earn)' }),
     action: z.string().nullable().meta({ description: 'custom: the action the shop\'s backend reports' }),
     actionLimit: z.enum(ACTION_LIMITS).nullable(),
     createdAt: timestampSchema,
