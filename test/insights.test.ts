@@ -278,7 +278,8 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
         await changePoints(db, shop.id, 'add', { customerIdentifier: id, amount });
         await changePoints(db, shop.id, 'subtract', { customerIdentifier: id, amount: 20 });
       }
-      expect(await migrateToLatest(db)).toEqual(['2026_11_25_013_insight_buckets', '2026_11_25_014_program_page']);
+      // Those two first; later ones may follow.
+      expect((await migrateToLatest(db)).slice(0, 2)).toEqual(['2026_11_25_013_insight_buckets', '2026_11_25_014_program_page']);
       const now = Date.now();
       const series = await pointsInsights(db, shop.id, { from: new Date(now - DAY), to: new Date(now + DAY), interval: 'day' });
       const total = series.points.reduce((s, p) => s + p.issued.manual, 0);
