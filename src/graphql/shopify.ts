@@ -1,4 +1,4 @@
-import { getShopifyConnection, listShopifyWebhooks, setShopifyConnection, type ShopifyConnection as ShopifyConnectionShape, type ShopifyWebhook as ShopifyWebhookShape } from '../domain/shopify-connector.js';
+import { getShopifyConnection, listShopifyWebhooks, retryShopifyWebhook, setShopifyConnection, type ShopifyConnection as ShopifyConnectionShape, type ShopifyWebhook as ShopifyWebhookShape } from '../domain/shopify-connector.js';
 import { builder } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { Shop } from './shop.js';
@@ -13,7 +13,12 @@ const ShopifySettings = builder.objectRef<ShopifyConnectionShape>('ShopifySettin
 });
 
 const ShopifyWebhookStatus = builder.enumType('ShopifyWebhookStatus', {
-  values: { waiting: { description: 'Stored, not applied yet (or to be tried again: see error).' }, applied: {}, rejected: { description: 'Not applied: see error.' } } as const,
+  values: {
+    waiting: { description: 'Stored, not applied yet (or to be tried again: see error).' },
+    applied: {},
+    rejected: { description: 'Not applied: see error.' },
+    failed: { description: 'Set aside after its last try failed: see error; shopifyWebhookRetry tries it again.' },
+  } as const,
 });
 
 const ShopifyWebhook = builder.objectRef<ShopifyWebhookShape>('ShopifyWebhook').implement({
@@ -66,5 +71,27 @@ builder.mutationFields((t) => ({
       withUserErrors(async () => ({
         shopify: await setShopifyConnection(ctx.db, ctx.webhooks.secrets, ctx.shop.id, { shopDomain: input.shopDomain, webhookSecret: input.webhookSecret ?? undefined }),
       })),
+  }),
+}));
+
+const ShopifyWebhookRetryInput = builder.inputType('ShopifyWebhookRetryInput', {
+  fields: (t) => ({ id: t.id({ required: true, description: 'The webhook\'s `id` (not its webhookId).' }) }),
+});
+
+const ShopifyWebhookRetryPayload = builder
+  .objectRef<{ shopifyWebhook?: ShopifyWebhookShape; userErrors: UserErrorShape[] }>('ShopifyWebhookRetryPayload')
+  .implement({
+    fields: (t) => ({
+      shopifyWebhook: t.field({ type: ShopifyWebhook, nullable: true, resolve: (p) => p.shopifyWebhook ?? null }),
+      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+    }),
+  });
+
+builder.mutationFields((t) => ({
+  shopifyWebhookRetry: t.field({
+    type: ShopifyWebhookRetryPayload,
+    description: 'Tries a webhook set aside as `failed` again, once its cause is fixed: it is `waiting` until the next pass applies it (or fails it again). Another status: `shopify_webhook_not_failed`.',
+    args: { input: t.arg({ type: ShopifyWebhookRetryInput, required: true }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(async () => ({ shopifyWebhook: await retryShopifyWebhook(ctx.db, ctx.shop.id, String(input.id)) })),
   }),
 }));
