@@ -296,6 +296,32 @@ describe(`the Shopify inbox (${DB_NAME})`, () => {
   });
 });
 
+describe(`a claiming transaction that dies (${DB_NAME})`, () => {
+  it('records its webhook\'s failure in a fresh transaction: a commit refused by a deferred constraint', async () => {
+    clock.moveTo(new Date());
+    const shop = await t.shop('Dying commit');
+    const now = new Date(clock.now());
+    const order = { id: 990077, updated_at: '2026-11-20T10:00:00Z', financial_status: 'paid', currency: 'USD', total_price: '0.00', customer: { id: 4401, email: 'd@example.com' }, line_items: [] };
+    await db().insertInto('shopify_inbox').values({ id: 'inbox_dying', shop_id: shop.shopId, webhook_id: 'dying', topic: 'orders/paid', body: JSON.stringify(order), received_at: now, next_attempt_at: now }).execute();
+    // Checked at commit, after every statement of the apply went through.
+    await sql`create function refuse_at_commit() returns trigger language plpgsql as $$ begin if new.shopify_order_id = '990077' then raise exception 'refused at commit'; end if; return null; end $$`.execute(db());
+    await sql`create constraint trigger refuse_at_commit after insert on shopify_orders deferrable initially deferred for each row execute function refuse_at_commit()`.execute(db());
+    try {
+      await t.app.scheduler.runDue();
+    } finally {
+      await sql`drop trigger refuse_at_commit on shopify_orders`.execute(db());
+      await sql`drop function refuse_at_commit()`.execute(db());
+    }
+    expect(await failures('shopify_inbox')).toContainEqual(expect.objectContaining({ item: 'inbox_dying', attempts: 1, reason: 'refused at commit' }));
+    expect(await db().selectFrom('shopify_inbox').select(['processed_at', 'attempts', 'error']).where('id', '=', 'inbox_dying').executeTakeFirstOrThrow()).toEqual({ processed_at: null, attempts: 1, error: 'refused at commit' });
+    // Its next try goes through.
+    later(RETRY_DELAYS_MS[0]);
+    await t.app.scheduler.runDue();
+    expect(await db().selectFrom('shopify_inbox').select(['processed_at', 'attempts', 'error']).where('id', '=', 'inbox_dying').executeTakeFirstOrThrow()).toEqual({ processed_at: expect.any(Date), attempts: 2, error: null });
+    expect((await failures('shopify_inbox')).map((f) => f.item)).not.toContain('inbox_dying');
+  });
+});
+
 describe(`due-work failed and due-work retry (the CLI, ${DB_NAME})`, () => {
   it('lists what was set aside and gives it its tries again', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'loyalty-due-work-'));
