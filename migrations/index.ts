@@ -21,6 +21,7 @@ import * as vipTiers from './2026_11_24_011_vip_tiers.js';
 import * as storefrontOrigins from './2026_11_25_012_storefront_origins.js';
 import * as insightBuckets from './2026_11_25_013_insight_buckets.js';
 import * as programPage from './2026_11_25_014_program_page.js';
+import * as dueWorkFailures from './2026_11_27_015_due_work_failures.js';
 import * as shopifyPayloads from './2026_11_27_016_shopify_payloads.js';
 import * as tierMetricRefunds from './2026_11_27_017_tier_metric_refunds.js';
 
@@ -45,6 +46,7 @@ export const migrations: Record<string, Migration> = {
   '2026_11_25_012_storefront_origins': storefrontOrigins,
   '2026_11_25_013_insight_buckets': insightBuckets,
   '2026_11_25_014_program_page': programPage,
+  '2026_11_27_015_due_work_failures': dueWorkFailures,
   '2026_11_27_016_shopify_payloads': shopifyPayloads,
   '2026_11_27_017_tier_metric_refunds': tierMetricRefunds,
 };

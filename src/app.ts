@@ -71,8 +71,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry, tierEvaluation],
     logger,
     now: () => new Date(options.clock?.() ?? Date.now()),
+    onKindFailure: (kind) => metrics.dueWorkKindFailed(kind),
   });
-  const metrics = createMetrics({ database, liveSubscriptions: () => bus?.stats().subscriptions ?? 0, dueWorkLag: () => scheduler.lag() });
+  const metrics = createMetrics({
+    database,
+    liveSubscriptions: () => bus?.stats().subscriptions ?? 0,
+    dueWorkLag: () => scheduler.lag(),
+    dueWorkFailures: () => scheduler.failures(),
+  });
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length) logger.info({ migrations: applied }, 'database migrated');

@@ -367,7 +367,7 @@ describe('live responses match the document', () => {
     expect((await shopify(200, headers())).body.status).toBe('accepted');
     expect((await shopify(200, headers())).body.status).toBe('duplicate');
     await shopify(401, headers({ 'x-shopify-hmac-sha256': createHmac('sha256', 'wrong').update(body).digest('base64') }));
-    await shopify(404, headers({ 'x-shopify-shop-domain': 'unknown.myshopify.com' }));
+    await shopify(401, headers({ 'x-shopify-shop-domain': 'unknown.myshopify.com' }));
     await shopify(400, headers({ 'x-shopify-topic': '' }));
   });
 

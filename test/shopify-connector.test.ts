@@ -152,18 +152,20 @@ describe('receiving', () => {
     expect(await balance(t, shop.shopId, '9001')).toEqual({ points: 47, email: 'ada@example.com' });
   });
 
-  it('a bad or missing signature is 401 or 400 and stores nothing; an unknown domain is 404', async () => {
+  it('a bad or missing signature is 401 or 400 and stores nothing; an unknown domain is the same 401', async () => {
     const before = (await webhooks(t, shop.apiKey)).length;
     const order = shopifyOrder({ id: 5002, customer: { id: 9002, email: 'b@example.com' }, lines: [{ id: 1, product_id: 11, quantity: 1, price: '10.00' }], updated_at: '2026-11-20T10:00:00Z' });
     const forged = await deliver(t, domain, 'orders/paid', order, { secret: 'not-the-secret' });
     expect(forged.status).toBe(401);
-    expect(await forged.json()).toMatchObject({ success: false, error: 'shopify_signature_invalid' });
+    const refusal = await forged.json();
+    expect(refusal).toMatchObject({ success: false, error: 'shopify_signature_invalid' });
     expect((await deliver(t, domain, 'orders/paid', order, { hmac: 'AAAA' })).status).toBe(401);
     const missing = await fetch(`${t.url}${SHOPIFY_WEBHOOKS_PATH}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-shopify-shop-domain': domain }, body: '{}' });
     expect(missing.status).toBe(400);
+    // 404 would tell anyone which domains are connected.
     const unknown = await deliver(t, 'nobody.myshopify.com', 'orders/paid', order);
-    expect(unknown.status).toBe(404);
-    expect(await unknown.json()).toMatchObject({ error: 'shopify_shop_not_found' });
+    expect(unknown.status).toBe(401);
+    expect(await unknown.json()).toEqual(refusal);
     expect(await webhooks(t, shop.apiKey)).toHaveLength(before);
   });
 

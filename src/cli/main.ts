@@ -15,6 +15,7 @@ import {
 } from '../domain/customers-import.js';
 import { DomainError } from '../domain/errors.js';
 import { importOrders, ORDER_IMPORT_POOL_SIZE, type OrdersImportResult } from '../domain/orders-import.js';
+import { type FailureFilter, listFailures, retrySetAside } from '../domain/scheduling.js';
 import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops.js';
 import { parseShopifyJson } from '../domain/shopify-payloads.js';
 import { countRecords, detectFormat, ImportFileError, ORDER_COLUMNS, readImportFile } from './import-file.js';
@@ -157,6 +158,40 @@ program
   .action(async () => {
     const applied = await withDatabase(async (_db, migrations) => migrations);
     print(applied.length ? `Applied ${applied.join(', ')}.` : 'The database is up to date.', { applied });
+  });
+
+const dueWork = program.command('due-work').description('scheduled work (Shopify webhooks, pending points, expiry, birthdays, tiers): items whose tries failed');
+const KIND_OPTION = ['--kind <kind>', 'one kind: shopify_inbox, pending_points, point_expiry, expiry_warnings, birthdays or tier_evaluation'] as const;
+
+/** The --shop and --kind filters of the due-work commands, the shop found as `shop list` shows it. */
+async function failureFilter(db: DB, opts: { kind?: string; shop?: string; item?: string }): Promise<FailureFilter> {
+  return { kind: opts.kind, shopId: opts.shop ? (await findShop(db, opts.shop)).id : undefined, item: opts.item };
+}
+
+dueWork
+  .command('failed')
+  .description('list the items set aside after their last try (with --all, also those waiting for their next), oldest first')
+  .option(...KIND_OPTION)
+  .option(...SHOP_OPTION)
+  .option('--all', 'also the items waiting for their next try')
+  .action(async (opts: { kind?: string; shop?: string; all?: boolean }) => {
+    const failures = await withDatabase(async (db) => listFailures(db, await failureFilter(db, opts), { all: opts.all }));
+    const lines = failures.map(
+      (f) =>
+        `${f.kind}  ${f.item}  shop ${f.shopId}  ${f.attempts} tries  ${f.setAsideAt ? `set aside ${f.setAsideAt.toISOString()}` : `next try ${f.nextAttemptAt.toISOString()}`}\n  ${f.reason}`,
+    );
+    print(lines.length ? lines.join('\n') : 'Nothing is set aside.', { failures });
+  });
+
+dueWork
+  .command('retry')
+  .description('give the items set aside their tries again, once their cause is fixed: the next pass of a worker claims them')
+  .option(...KIND_OPTION)
+  .option(...SHOP_OPTION)
+  .option('--item <id>', 'one item, as `due-work failed` shows it')
+  .action(async (opts: { kind?: string; shop?: string; item?: string }) => {
+    const retried = await withDatabase(async (db) => retrySetAside(db, await failureFilter(db, opts)));
+    print(retried ? `${retried} item(s) will be tried again at the next pass.` : 'Nothing set aside matched.', { retried });
   });
 
 program

@@ -384,6 +384,23 @@ export interface PendingPointsTable {
   created_at: Defaulted<Date>;
 }
 
+/** An item of due work that failed (scheduling.ts): waiting for its next try, or set aside. */
+export interface DueWorkFailuresTable {
+  /** The DueWork's name: shopify_inbox, pending_points, point_expiry, birthdays, ... */
+  kind: string;
+  /** Its key within the kind: an inbox row, a pending row, a customer, a shop (day runs). */
+  item: string;
+  shop_id: string;
+  attempts: number;
+  /** The last failure's message. */
+  reason: string;
+  first_failed_at: Date;
+  last_failed_at: Date;
+  next_attempt_at: Date;
+  /** Set after the last try: claims skip it until someone retries it. */
+  set_aside_at: Date | null;
+}
+
 /** Daily work per shop: the shop-local day ('YYYY-MM-DD') to do next, due when it begins in the shop's time zone. */
 export interface ShopDayRunsTable {
   shop_id: string;
@@ -516,6 +533,7 @@ export interface Database {
   insight_active_days: InsightActiveDaysTable;
   shopify_orders: ShopifyOrdersTable;
   shopify_customers: ShopifyCustomersTable;
+  due_work_failures: DueWorkFailuresTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;

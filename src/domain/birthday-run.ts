@@ -1,11 +1,11 @@
 import type { DB } from '../db/database.js';
 import type { EarningRuleRow } from '../db/schema.js';
-import { inTransaction, type Trx } from '../db/transaction.js';
+import type { Trx } from '../db/transaction.js';
 import { RuleViolationError } from './errors.js';
 import { newId } from './ids.js';
 import { birthdaysOn, credit, nextDay, shopPeriods, startOfShopDay } from './rule-awards.js';
 import type { DueWork } from './scheduling.js';
-import { claimDueShopDay, moveShopDay, oldestDueShopDay } from './shop-days.js';
+import { moveShopDay, oldestDueShopDay, runDueShopDays, type ShopDayRun } from './shop-days.js';
 
 /**
  * The birthday rule's daily run (DESIGN.md "Earning rules" and "Time-driven work"). A shop with an
@@ -17,23 +17,13 @@ import { claimDueShopDay, moveShopDay, oldestDueShopDay } from './shop-days.js';
  */
 export const birthdayRun: DueWork = {
   name: 'birthdays',
-  async runDue(db: DB, now: Date, limit: number): Promise<number> {
-    let done = 0;
-    // One shop-day per transaction: short, so live writes never wait long on the customers it locks.
-    while (done < limit) {
-      const step = await inTransaction(db, (trx) => runOneDay(trx, now, limit - done));
-      if (step === undefined) break;
-      done += step;
-    }
-    return done;
-  },
-  oldestDue: (db: DB, now: Date) => oldestDueShopDay(db, 'birthdays', now),
+  // One shop-day step per transaction: short, so live writes never wait long on the customers it locks.
+  runDue: (db: DB, now: Date, limit: number) => runDueShopDays(db, 'birthdays', 'birthdays', now, limit, awardDay),
+  oldestDue: (db: DB, now: Date) => oldestDueShopDay(db, 'birthdays', 'birthdays', now),
 };
 
-/** Awards up to `limit` birthdays of the most overdue shop-day; undefined when none is due. Counts the day's move as one item. */
-async function runOneDay(trx: Trx, now: Date, limit: number): Promise<number | undefined> {
-  const run = await claimDueShopDay(trx, 'birthdays', now);
-  if (!run) return undefined;
+/** Awards up to `limit` birthdays of a claimed shop-day. Counts the day's move as one item. */
+async function awardDay(trx: Trx, run: ShopDayRun, limit: number): Promise<number> {
   const rule = await activeBirthdayRule(trx, run.shop_id);
   // The rule was deactivated or deleted: the run ends; activating a rule starts it again from that day.
   if (!rule) {

@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
 import type { DB } from '../db/database.js';
-import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
+import type { Queryable, Trx } from '../db/transaction.js';
 import { recordShopEvents } from './events.js';
 import { writeLockedBalanceChanges } from './points.js';
-import type { DueWork } from './scheduling.js';
+import { type DueWork, failedItems, failingItems, runClaimed } from './scheduling.js';
 
 /**
  * Points that expire (DESIGN.md "Expiry"). The shop's mode decides what expires:
@@ -82,62 +82,70 @@ export async function switchExpiryMode(trx: Trx, shopId: string, mode: ExpiryMod
 export const pointExpiry: DueWork = {
   name: 'point_expiry',
   async runDue(db: DB, now: Date, limit: number): Promise<number> {
+    const failing = await failingItems(db, 'point_expiry', now);
     let done = 0;
     // Small transactions, many of them: each commits little WAL, so the commits of live writes
     // beside a mass expiry never wait long behind one (docs/benchmarks.md, "Expiry").
     while (done < limit) {
-      const step = await expireSome(db, now, Math.min(limit, CUSTOMERS_PER_TRANSACTION));
-      if (step === 0) break;
+      const step = await runClaimed(db, now, failing, {
+        claim: (trx, skip) => claimExpiring(trx, now, Math.min(limit, CUSTOMERS_PER_TRANSACTION), skip),
+        keyOf: (customer) => ({ item: customer.id, shopId: customer.shop_id }),
+        work: (trx, customers) => expire(trx, customers.map((c) => c.id), now),
+      });
+      if (!step) break;
       done += step;
     }
     return done;
   },
   async oldestDue(db: DB, now: Date): Promise<Date | null> {
-    return oldest(db, 'expires_at', now);
+    return oldest(db, 'expires_at', now, await failedItems(db, 'point_expiry'));
   },
 };
 
 /** Customers one expiry transaction claims at most. */
 const CUSTOMERS_PER_TRANSACTION = 50;
 
-/** Expires the due points of up to `limit` customers, in one transaction; returns the lots and timers done (0: none due). */
-function expireSome(db: DB, now: Date, limit: number): Promise<number> {
-  return inTransaction(db, async (trx) => {
-    const claimed = await sql<{ id: string }>`
-      with due as (
-        -- A customer has several lots due at once, typically: look further than limit lots for limit customers.
-        (select customer_id from point_lots where expires_at <= ${now} order by expires_at limit ${limit * LOTS_PER_CUSTOMER})
-        union
-        (select customer_id from expiry_timers where expires_at <= ${now} order by expires_at limit ${limit})
-      )
-      select c.id from customers c where c.id in (select customer_id from due)
-      order by c.id limit ${limit} for no key update of c skip locked`.execute(trx);
-    const ids = claimed.rows.map((r) => r.id);
-    if (ids.length === 0) return 0;
-    // Read under the locks just taken (a new statement, a new snapshot): what is due now cannot move.
-    // Each customer's lots by customer alone (FILTER, not WHERE, on the date): with a condition on
-    // expires_at the planner may walk the due index instead, through every lot due, per customer.
-    const { rows } = await sql<{ id: string; shop_id: string; points: number; lots: number | null; items: number; timer_at: Date | null }>`
-      select c.id, c.shop_id, c.points, d.lots, d.items + (t.expires_at is not null)::int as items, t.expires_at as timer_at
-      from customers c
-      cross join lateral (
-        select (sum(l.points) filter (where l.expires_at <= ${now}))::int as lots, (count(*) filter (where l.expires_at <= ${now}))::int as items
-        from point_lots l where l.customer_id = c.id) d
-      left join expiry_timers t on t.customer_id = c.id and t.expires_at <= ${now}
-      where c.id = any(${ids}::text[]) order by c.id`.execute(trx);
-    const changes = rows.flatMap((r) => {
-      // A timer expires the whole balance; lots expire what is left of them.
-      const amount = r.timer_at ? r.points : Math.min(r.lots ?? 0, r.points);
-      if (amount <= 0) return [];
-      const description = r.timer_at ? 'points expired after inactivity' : 'points expired';
-      return [{ shopId: r.shop_id, customerId: r.id, change: { op: 'subtract' as const, amount, type: 'expire_points' as const, settingType: 'expiry' as const, description, note: null, topic: 'points/expired' as const } }];
-    });
-    if (changes.length) await writeLockedBalanceChanges(trx, changes);
-    const timedOut = rows.filter((r) => r.timer_at).map((r) => r.id);
-    if (timedOut.length) await trx.deleteFrom('expiry_timers').where('customer_id', 'in', timedOut).execute();
-    await trx.deleteFrom('expiry_warnings').where('customer_id', 'in', ids).where('expires_at', '<=', now).execute();
-    return rows.reduce((n, r) => n + r.items, 0);
+/** Up to `limit` customers with points due to expire, none of `skip` (their last try failed), locked. */
+async function claimExpiring(trx: Trx, now: Date, limit: number, skip: readonly string[]) {
+  // Only when a customer's expiry failed: the claim is otherwise the plain walk of the due indexes.
+  const notSkipped = skip.length ? sql`and customer_id <> all(${skip}::text[])` : sql``;
+  const { rows } = await sql<{ id: string; shop_id: string }>`
+    with due as (
+      -- A customer has several lots due at once, typically: look further than limit lots for limit customers.
+      (select customer_id from point_lots where expires_at <= ${now} ${notSkipped} order by expires_at limit ${limit * LOTS_PER_CUSTOMER})
+      union
+      (select customer_id from expiry_timers where expires_at <= ${now} ${notSkipped} order by expires_at limit ${limit})
+    )
+    select c.id, c.shop_id from customers c where c.id in (select customer_id from due)
+    order by c.id limit ${limit} for no key update of c skip locked`.execute(trx);
+  return rows;
+}
+
+/** Expires the due points of claimed customers; returns the lots and timers done. */
+async function expire(trx: Trx, ids: string[], now: Date): Promise<number> {
+  // Read under the locks just taken (a new statement, a new snapshot): what is due now cannot move.
+  // Each customer's lots by customer alone (FILTER, not WHERE, on the date): with a condition on
+  // expires_at the planner may walk the due index instead, through every lot due, per customer.
+  const { rows } = await sql<{ id: string; shop_id: string; points: number; lots: number | null; items: number; timer_at: Date | null }>`
+    select c.id, c.shop_id, c.points, d.lots, d.items + (t.expires_at is not null)::int as items, t.expires_at as timer_at
+    from customers c
+    cross join lateral (
+      select (sum(l.points) filter (where l.expires_at <= ${now}))::int as lots, (count(*) filter (where l.expires_at <= ${now}))::int as items
+      from point_lots l where l.customer_id = c.id) d
+    left join expiry_timers t on t.customer_id = c.id and t.expires_at <= ${now}
+    where c.id = any(${ids}::text[]) order by c.id`.execute(trx);
+  const changes = rows.flatMap((r) => {
+    // A timer expires the whole balance; lots expire what is left of them.
+    const amount = r.timer_at ? r.points : Math.min(r.lots ?? 0, r.points);
+    if (amount <= 0) return [];
+    const description = r.timer_at ? 'points expired after inactivity' : 'points expired';
+    return [{ shopId: r.shop_id, customerId: r.id, change: { op: 'subtract' as const, amount, type: 'expire_points' as const, settingType: 'expiry' as const, description, note: null, topic: 'points/expired' as const } }];
   });
+  if (changes.length) await writeLockedBalanceChanges(trx, changes);
+  const timedOut = rows.filter((r) => r.timer_at).map((r) => r.id);
+  if (timedOut.length) await trx.deleteFrom('expiry_timers').where('customer_id', 'in', timedOut).execute();
+  await trx.deleteFrom('expiry_warnings').where('customer_id', 'in', ids).where('expires_at', '<=', now).execute();
+  return rows.reduce((n, r) => n + r.items, 0);
 }
 
 /**
@@ -149,47 +157,80 @@ function expireSome(db: DB, now: Date, limit: number): Promise<number> {
 export const expiryWarnings: DueWork = {
   name: 'expiry_warnings',
   async runDue(db: DB, now: Date, limit: number): Promise<number> {
-    return inTransaction(db, async (trx) => {
-      const { rows } = await sql<{ shop_id: string; customer_id: string; expires_at: Date; points: number; items: number; fresh: boolean }>`
-        with lots as (
-          update point_lots l set warn_at = null
-          where l.id in (select id from point_lots where warn_at <= ${now} order by warn_at limit ${limit} for update skip locked)
-          returning l.shop_id, l.customer_id, l.expires_at
-        ), timers as (
-          update expiry_timers t set warn_at = null
-          where t.customer_id in (select customer_id from expiry_timers where warn_at <= ${now} order by warn_at limit ${limit} for update skip locked)
-          returning t.shop_id, t.customer_id, t.expires_at
-        ), claimed as (
-          select shop_id, customer_id, expires_at, count(*)::int as items from (select * from lots union all select * from timers) x
-          group by shop_id, customer_id, expires_at
-        ), warned as (
-          insert into expiry_warnings (customer_id, expires_at)
-          select customer_id, expires_at from claimed where expires_at > ${now}
-          on conflict do nothing
-          returning customer_id, expires_at
-        )
-        select c.shop_id, c.customer_id, c.expires_at, c.items, w.customer_id is not null as fresh, coalesce(
-          (select sum(l.points)::int from point_lots l where l.customer_id = c.customer_id and l.expires_at = c.expires_at),
-          (select cu.points from customers cu join expiry_timers t on t.customer_id = cu.id where cu.id = c.customer_id and t.expires_at = c.expires_at),
-          0) as points
-        from claimed c left join warned w on w.customer_id = c.customer_id and w.expires_at = c.expires_at
-        order by c.customer_id, c.expires_at`.execute(trx);
-      const events = rows
-        .filter((r) => r.fresh && r.points > 0)
-        .map((r) => ({ shopId: r.shop_id, type: 'points/expiring' as const, data: { customer: r.customer_id, points: r.points, expiresAt: r.expires_at.toISOString() } }));
-      await recordShopEvents(trx, events);
-      return rows.reduce((n, r) => n + r.items, 0);
-    });
+    const failing = await failingItems(db, 'expiry_warnings', now);
+    return (
+      (await runClaimed(db, now, failing, {
+        claim: (trx, skip) => claimWarnings(trx, now, limit, skip),
+        keyOf: (due) => ({ item: due.customerId, shopId: due.shopId }),
+        work: (trx, due) => warn(trx, due, now),
+      })) ?? 0
+    );
   },
   async oldestDue(db: DB, now: Date): Promise<Date | null> {
-    return oldest(db, 'warn_at', now);
+    return oldest(db, 'warn_at', now, await failedItems(db, 'expiry_warnings'));
   },
 };
 
-async function oldest(db: DB, column: 'expires_at' | 'warn_at', now: Date): Promise<Date | null> {
+/** A customer's lots and timer whose warning fell due (the item a warning's failure is recorded for). */
+type DueWarnings = { customerId: string; shopId: string; lots: string[]; timer: boolean };
+
+/** Up to `limit` lots and timers whose warning is due, of customers not in `skip`, locked; by customer. */
+async function claimWarnings(trx: Trx, now: Date, limit: number, skip: readonly string[]): Promise<DueWarnings[]> {
+  const notSkipped = skip.length ? sql`and customer_id <> all(${skip}::text[])` : sql``;
+  const { rows } = await sql<{ lot: string | null; shop_id: string; customer_id: string }>`
+    with lots as (
+      select id, shop_id, customer_id from point_lots where warn_at <= ${now} ${notSkipped} order by warn_at limit ${limit} for update skip locked
+    ), timers as (
+      select shop_id, customer_id from expiry_timers where warn_at <= ${now} ${notSkipped} order by warn_at limit ${limit} for update skip locked
+    )
+    select id::text as lot, shop_id, customer_id from lots union all select null, shop_id, customer_id from timers`.execute(trx);
+  const byCustomer = new Map<string, DueWarnings>();
+  for (const row of rows) {
+    let due = byCustomer.get(row.customer_id);
+    if (!due) byCustomer.set(row.customer_id, (due = { customerId: row.customer_id, shopId: row.shop_id, lots: [], timer: false }));
+    if (row.lot === null) due.timer = true;
+    else due.lots.push(row.lot);
+  }
+  return [...byCustomer.values()];
+}
+
+/** Clears the claimed warnings and records their events; returns the lots and timers done. */
+async function warn(trx: Trx, due: DueWarnings[], now: Date): Promise<number> {
+  const lots = due.flatMap((d) => d.lots);
+  const timers = due.filter((d) => d.timer).map((d) => d.customerId);
+  const { rows } = await sql<{ shop_id: string; customer_id: string; expires_at: Date; points: number; fresh: boolean }>`
+    with lots as (
+      update point_lots l set warn_at = null where l.id = any(${lots}::bigint[])
+      returning l.shop_id, l.customer_id, l.expires_at
+    ), timers as (
+      update expiry_timers t set warn_at = null where t.customer_id = any(${timers}::text[])
+      returning t.shop_id, t.customer_id, t.expires_at
+    ), claimed as (
+      select distinct shop_id, customer_id, expires_at from (select * from lots union all select * from timers) x
+    ), warned as (
+      insert into expiry_warnings (customer_id, expires_at)
+      select customer_id, expires_at from claimed where expires_at > ${now}
+      on conflict do nothing
+      returning customer_id, expires_at
+    )
+    select c.shop_id, c.customer_id, c.expires_at, w.customer_id is not null as fresh, coalesce(
+      (select sum(l.points)::int from point_lots l where l.customer_id = c.customer_id and l.expires_at = c.expires_at),
+      (select cu.points from customers cu join expiry_timers t on t.customer_id = cu.id where cu.id = c.customer_id and t.expires_at = c.expires_at),
+      0) as points
+    from claimed c left join warned w on w.customer_id = c.customer_id and w.expires_at = c.expires_at
+    order by c.customer_id, c.expires_at`.execute(trx);
+  const events = rows
+    .filter((r) => r.fresh && r.points > 0)
+    .map((r) => ({ shopId: r.shop_id, type: 'points/expiring' as const, data: { customer: r.customer_id, points: r.points, expiresAt: r.expires_at.toISOString() } }));
+  await recordShopEvents(trx, events);
+  return lots.length + timers.length;
+}
+
+async function oldest(db: DB, column: 'expires_at' | 'warn_at', now: Date, skip: readonly string[]): Promise<Date | null> {
+  const notSkipped = skip.length ? sql`and customer_id <> all(${skip}::text[])` : sql``;
   const { rows } = await sql<{ at: Date | null }>`
     select least(
-      (select min(${sql.ref(column)}) from point_lots where ${sql.ref(column)} <= ${now}),
-      (select min(${sql.ref(column)}) from expiry_timers where ${sql.ref(column)} <= ${now})) as at`.execute(db);
+      (select min(${sql.ref(column)}) from point_lots where ${sql.ref(column)} <= ${now} ${notSkipped}),
+      (select min(${sql.ref(column)}) from expiry_timers where ${sql.ref(column)} <= ${now} ${notSkipped})) as at`.execute(db);
   return rows[0]?.at ?? null;
 }

@@ -9,7 +9,8 @@ import { currencySchema } from './money.js';
 import { MAX_AMOUNT } from './points.js';
 import { signUpBonusSince } from './rule-awards.js';
 import { changeTierSettings, type TierSettings, tierSettingsSchema } from './tiers.js';
-import { parseInput } from './validation.js';
+import { retrySetAside } from './scheduling.js';
+import { parseInput, validationErrorFrom } from './validation.js';
 
 /**
  * A shop's own settings. `rateLimitPerMinute` and `webhookRetentionDays` are overrides: null means
@@ -187,6 +188,7 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
     data.currency !== undefined || data.pendingDays !== undefined || data.earnOnTestOrders !== undefined ? { program_version: sql<number>`program_version + 1` } : {};
   if (Object.values(changes).every((v) => v === undefined)) return { settings: await getShopSettings(db, shopId) };
   if (data.currency !== undefined) await refuseCurrencyInUse(db, shopId, data.currency);
+  if (data.timezone !== undefined) changes.timezone = await databaseTimeZone(db, data.timezone);
   const now = new Date();
   const row = await inTransaction(db, async (trx) => {
     // Locked FOR UPDATE before it is read: switchExpiryMode needs that lock, and two changes of mode (or of tier metric) wait for each other.
@@ -203,7 +205,21 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
     return after;
   });
   generation++;
+  // A shop's day runs (or other due work) set aside under its former zone get their tries again.
+  if (data.timezone !== undefined) await retrySetAside(db, { shopId });
   return { settings: toSettings(row) };
+}
+
+/**
+ * The shop's days are computed by PostgreSQL too (expiry dates, tier metrics, insights), by its
+ * own list of zones, which is not Intl's: "US/Pacific-New" is a zone to Intl and unknown to
+ * PostgreSQL, and every write of a shop holding it would fail. A zone must be one both know;
+ * returns PostgreSQL's spelling of it (names are matched without regard to case, as both do).
+ */
+async function databaseTimeZone(db: DB, zone: string): Promise<string> {
+  const { rows } = await sql<{ name: string }>`select name from pg_timezone_names where lower(name) = lower(${zone}) order by name = ${zone} desc limit 1`.execute(db);
+  if (!rows[0]) throw validationErrorFrom([{ path: ['timezone'], message: 'not a time zone the database knows (an old alias, such as US/Pacific-New?); use its IANA name, such as America/Los_Angeles' }]);
+  return rows[0].name;
 }
 
 /**

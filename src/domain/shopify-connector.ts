@@ -1,30 +1,21 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
-import { type Insertable, type RawBuilder, sql } from 'kysely';
+import { isUtf8 } from 'node:buffer';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { type Insertable, type RawBuilder, type SqlBool, sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import { lastTimeKey, type PurgeOptions, purgeInBatches, type TimeKey } from '../db/purge.js';
 import { GROUP_COMMIT, groupCommit } from '../db/group-commit.js';
 import type { ShopifyInboxRow, ShopifyInboxTable } from '../db/schema.js';
-import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
+import type { Queryable, Trx } from '../db/transaction.js';
 import type { SecretBox } from '../webhooks/secret-box.js';
 import { customerInputSchema, upsertCustomerIn } from './customers.js';
-import { ConflictError, DomainError, NotFoundError, UnauthenticatedError } from './errors.js';
+import { ConflictError, DomainError, NotFoundError, RuleViolationError, UnauthenticatedError } from './errors.js';
 import { newId } from './ids.js';
 import { upsertOrder } from './order-writes.js';
 import { type Page, type PageArgs, decodeCursor, encodeCursor, invalidCursor } from './pagination.js';
-import type { DueWork } from './scheduling.js';
-import {
-  customerInput,
-  orderPut,
-  parseShopifyCustomer,
-  parseShopifyJson,
-  parseShopifyOrder,
-  parseShopifyRefund,
-  type ShopifyCustomer,
-  type ShopifyOrder,
-  type ShopifyRefund,
-} from './shopify-payloads.js';
-import { parseInput } from './validation.js';
+import { type DueWork, type FailingItems, failedItems, failingItems, retrySetAside, runClaimed } from './scheduling.js';
+import { customerInput, orderPut, parseShopifyCustomer, parseShopifyJson, parseShopifyOrder, parseShopifyRefund, type ShopifyCustomer, type ShopifyOrder, type ShopifyRefund } from './shopify-payloads.js';
+import { parseInput, pathToUnstorable, UNSTORABLE_MESSAGE, validationErrorFrom } from './validation.js';
 
 /**
  * The Shopify connector (DESIGN.md "Shopify connector"): Shopify's webhooks in, the same domain
@@ -41,8 +32,6 @@ export const SHOPIFY_REPLAY_WINDOW_MS = 72 * 60 * 60 * 1000;
  * window, so a redelivery is still recognised by its id; what they said of orders stays in shopify_orders.
  */
 export const SHOPIFY_INBOX_RETENTION_DAYS = 7;
-/** Waits between tries of a webhook that failed for a passing reason (the database, say): then every hour. */
-const RETRY_DELAYS_MS = [10_000, 60_000, 5 * 60_000, 30 * 60_000, 60 * 60_000];
 
 // --- the shop's connection -----------------------------------------------------------------------
 
@@ -104,7 +93,8 @@ export type Receipt = { status: 'accepted' | 'duplicate' | 'rejected'; id: strin
  * Authenticates a delivery and stores it; the caller answers Shopify once this resolves (the row
  * is committed). A second delivery of a webhook id is a duplicate and stores nothing. A delivery
  * that is authentic but cannot be applied (a topic we do not handle, a replay from days ago, a body
- * that is not JSON) is stored as rejected, with its reason, for the shop to see.
+ * that is not JSON) is stored as rejected, with its reason, for the shop to see. One the database
+ * could not store (storableBody) is refused, and stores nothing.
  */
 export async function receiveShopifyWebhook(db: DB, secrets: SecretBox, delivery: ShopifyDelivery, now = new Date()): Promise<Receipt> {
   const shop = await db
@@ -112,19 +102,17 @@ export async function receiveShopifyWebhook(db: DB, secrets: SecretBox, delivery
     .select(['id', 'shopify_webhook_secret'])
     .where('shopify_domain', '=', delivery.shopDomain.trim().toLowerCase())
     .executeTakeFirst();
-  if (!shop) throw new NotFoundError('shopify_shop_not_found', `no shop is connected to ${delivery.shopDomain}`, ['X-Shopify-Shop-Domain']);
-  if (!shop.shopify_webhook_secret || !hmacMatches(secrets.open(shop.shopify_webhook_secret, sealContext(shop.id)), delivery.rawBody, delivery.hmac)) {
+  // A domain no shop is connected to is answered as a bad signature is, after the same work (a
+  // secret opened, the body's HMAC): neither the answer nor its time tells which domains are connected.
+  const sealed = shop?.shopify_webhook_secret ? { secret: shop.shopify_webhook_secret, context: sealContext(shop.id) } : { secret: decoySecret(secrets), context: DECOY_CONTEXT };
+  const authentic = hmacMatches(secrets.open(sealed.secret, sealed.context), delivery.rawBody, delivery.hmac);
+  if (!shop?.shopify_webhook_secret || !authentic) {
     throw new UnauthenticatedError('shopify_signature_invalid', 'X-Shopify-Hmac-Sha256 does not match the body signed with the shop\'s Shopify webhook secret', ['X-Shopify-Hmac-Sha256']);
   }
 
-  const text = delivery.rawBody.toString('utf8');
-  let body: unknown;
+  const { text, body } = storableBody(delivery.rawBody);
   let reason = rejectionOf(delivery, now);
-  try {
-    body = parseShopifyJson(text);
-  } catch {
-    reason ??= 'the body is not JSON';
-  }
+  if (body === undefined) reason ??= 'the body is not JSON';
   const id = newId();
   const stored = await storeInInbox(db, {
     id,
@@ -142,6 +130,62 @@ export async function receiveShopifyWebhook(db: DB, secrets: SecretBox, delivery
     return { status: 'duplicate', id: first.id };
   }
   return reason ? { status: 'rejected', id, reason } : { status: 'accepted', id };
+}
+
+/** How deep a webhook body's JSON may nest. Shopify's nest a few levels; 100,000 would overflow PostgreSQL's jsonb parser and our own walks. */
+export const SHOPIFY_BODY_MAX_DEPTH = 64;
+
+/**
+ * The body as text and as JSON (undefined: not JSON, stored as rejected), or a 400 for a body the
+ * database cannot store: bytes that are not UTF-8 or hold a NUL (no text column takes one), JSON
+ * nested deeper than SHOPIFY_BODY_MAX_DEPTH, or a string or key jsonb refuses (a \u0000 escape, a
+ * lone surrogate), as REST and GraphQL refuse it. Accepted, such a body would fail on every try.
+ */
+function storableBody(raw: Buffer): { text: string; body: unknown } {
+  const refuse = (path: PropertyKey[], message: string) => validationErrorFrom([{ path: ['body', ...path], message }]);
+  if (!isUtf8(raw)) throw refuse([], 'the body is not valid UTF-8');
+  if (raw.includes(0)) throw refuse([], 'the body holds a NUL byte (0x00), which no JSON text can');
+  const text = raw.toString('utf8');
+  // Counted on the text, before anything walks the value recursively.
+  if (nestsDeeperThan(text, SHOPIFY_BODY_MAX_DEPTH)) throw refuse([], `the body nests deeper than ${SHOPIFY_BODY_MAX_DEPTH} levels`);
+  let body: unknown;
+  try {
+    body = parseShopifyJson(text);
+  } catch {
+    return { text, body: undefined };
+  }
+  const bad = pathToUnstorable(body);
+  if (bad) throw refuse(bad, UNSTORABLE_MESSAGE);
+  return { text, body };
+}
+
+/** Whether JSON text opens more than `max` arrays and objects inside one another (strings skipped). */
+function nestsDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // a backslash escapes the next character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+/** An unknown domain's delivery is checked against a secret no one knows, sealed once per SecretBox. */
+const DECOY_CONTEXT = 'shopify-webhook-secret:none';
+const decoys = new WeakMap<SecretBox, string>();
+function decoySecret(secrets: SecretBox): string {
+  let sealed = decoys.get(secrets);
+  if (!sealed) decoys.set(secrets, (sealed = secrets.seal(randomBytes(32).toString('hex'), DECOY_CONTEXT)));
+  return sealed;
 }
 
 /**
@@ -195,68 +239,70 @@ function orderIdOf(topic: string, body: unknown): string | null {
 export const shopifyInbox: DueWork = {
   name: 'shopify_inbox',
   async runDue(db: DB, now: Date, limit: number): Promise<number> {
+    const failing = await failingItems(db, 'shopify_inbox', now);
     let done = 0;
-    while (done < limit && (await applyNext(db, now))) done++;
+    while (done < limit && (await applyNext(db, now, failing)) !== undefined) done++;
     return done;
   },
   async oldestDue(db: DB, now: Date): Promise<Date | null> {
-    const row = await dueWebhooks(db, now).select('next_attempt_at').limit(1).executeTakeFirst();
+    const row = await dueWebhooks(db, now, await failedItems(db, 'shopify_inbox')).select('next_attempt_at').limit(1).executeTakeFirst();
     return row?.next_attempt_at ?? null;
   },
 };
 
-/** Stored webhooks not applied yet whose (next) try is due at `now`, the longest waiting first. */
-function dueWebhooks(db: Queryable, now: Date) {
-  return db.selectFrom('shopify_inbox').where('processed_at', 'is', null).where('next_attempt_at', '<=', now).orderBy('next_attempt_at').orderBy('id');
+/** Stored webhooks not applied yet whose try is due at `now`, the longest waiting first, none of `skip` (their last try failed). */
+function dueWebhooks(db: Queryable, now: Date, skip: readonly string[]) {
+  let query = db.selectFrom('shopify_inbox').where('processed_at', 'is', null).where('next_attempt_at', '<=', now);
+  if (skip.length) query = query.where('id', 'not in', skip);
+  return query.orderBy('next_attempt_at').orderBy('id');
 }
 
 /**
  * Claims the next due webhook (SKIP LOCKED: once, on any instance) and applies it in the same
  * transaction, so it is marked done exactly when its effects commit. A rule's refusal is final and
- * recorded; any other failure leaves it for a later try.
+ * recorded on the row; any other failure (the database refusing what the body holds, a bug) is a
+ * failure of this webhook alone (runClaimed): tried again later, then set aside as `failed`.
  */
-async function applyNext(db: DB, now: Date): Promise<boolean> {
-  return inTransaction(db, async (trx) => {
-    const row = await dueWebhooks(trx, now).selectAll().limit(1).forUpdate().skipLocked().executeTakeFirst();
-    if (!row) return false;
-    const done = (error: string | null, next?: Date) =>
-      trx
-        .updateTable('shopify_inbox')
-        .set({ attempts: row.attempts + 1, error, ...(next ? { next_attempt_at: next } : { processed_at: now }) })
-        .where('id', '=', row.id)
-        .execute();
-    let fact: Fact;
-    try {
-      fact = factOf(row);
-    } catch (err) {
-      if (!(err instanceof DomainError)) throw err;
-      await done(`${err.code}: ${err.message}`);
-      return true;
-    }
-    let apply: () => Promise<string | undefined>;
-    if (fact.kind === 'customer') {
-      const { customer } = fact;
-      apply = () => applyCustomer(trx, row.shop_id, customer);
-    } else {
-      // What Shopify said of the order stays known even if applying it is refused: later webhooks build on it.
-      const facts = await recordFact(trx, row.shop_id, fact);
-      apply = () => applyOrder(trx, row.shop_id, facts, now, row.id);
-    }
-    // The apply runs under a savepoint: a failed statement must not take the bookkeeping with it.
-    await sql`savepoint apply`.execute(trx);
-    try {
-      await done((await apply()) ?? null);
-    } catch (err) {
-      await sql`rollback to savepoint apply`.execute(trx);
-      if (err instanceof DomainError) {
-        await done(`${err.code}: ${err.message}`);
-      } else {
-        const delay = RETRY_DELAYS_MS[Math.min(row.attempts, RETRY_DELAYS_MS.length - 1)]!;
-        await done(err instanceof Error ? err.message : String(err), new Date(now.getTime() + delay));
-      }
-    }
-    return true;
+function applyNext(db: DB, now: Date, failing: FailingItems): Promise<number | undefined> {
+  return runClaimed(db, now, failing, {
+    claim: (trx, skip) => dueWebhooks(trx, now, skip).selectAll().limit(1).forUpdate().skipLocked().execute(),
+    keyOf: (row) => ({ item: row.id, shopId: row.shop_id }),
+    work: (trx, [row]) => applyWebhook(trx, row!, now),
+    // The shop's list shows every try and the last reason; processed_at stays null (not applied).
+    onFailure: (trx, row, failure) =>
+      trx.updateTable('shopify_inbox').set({ attempts: sql`attempts + 1`, error: failure.reason }).where('id', '=', row.id).where('processed_at', 'is', null).execute(),
   });
+}
+
+async function applyWebhook(trx: Trx, row: ShopifyInboxRow, now: Date): Promise<number> {
+  const done = (error: string | null) => trx.updateTable('shopify_inbox').set({ attempts: row.attempts + 1, error, processed_at: now }).where('id', '=', row.id).execute();
+  let fact: Fact;
+  try {
+    fact = factOf(row);
+  } catch (err) {
+    if (!(err instanceof DomainError)) throw err;
+    await done(`${err.code}: ${err.message}`);
+    return 1;
+  }
+  let apply: () => Promise<string | undefined>;
+  if (fact.kind === 'customer') {
+    const { customer } = fact;
+    apply = () => applyCustomer(trx, row.shop_id, customer);
+  } else {
+    // What Shopify said of the order stays known even if applying it is refused: later webhooks build on it.
+    const facts = await recordFact(trx, row.shop_id, fact);
+    apply = () => applyOrder(trx, row.shop_id, facts, now, row.id);
+  }
+  // A rule's refusal undoes the apply only, under its own savepoint; anything else undoes it all.
+  await sql`savepoint apply`.execute(trx);
+  try {
+    await done((await apply()) ?? null);
+  } catch (err) {
+    if (!(err instanceof DomainError)) throw err;
+    await sql`rollback to savepoint apply`.execute(trx);
+    await done(`${err.code}: ${err.message}`);
+  }
+  return 1;
 }
 
 /** A webhook's body, checked to be what its topic says; `raw` is it parsed, `text` as Shopify sent it. */
@@ -406,28 +452,57 @@ export type ShopifyWebhook = {
   topic: string;
   shopifyOrderId: string | null;
   receivedAt: Date;
-  /** waiting (not applied yet, or to be tried again), waiting_for_order (a refund before its order), applied, or rejected (with `error`). */
-  status: 'waiting' | 'waiting_for_order' | 'applied' | 'rejected';
+  /**
+   * waiting (not applied yet, or to be tried again: see `error`), waiting_for_order (a refund before its order), applied, rejected (a rule or the
+   * body refused it, with `error`), or failed (set aside after its last try, with `error`: see
+   * shopifyWebhookRetry).
+   */
+  status: 'waiting' | 'waiting_for_order' | 'applied' | 'rejected' | 'failed';
   attempts: number;
   error: string | null;
   processedAt: Date | null;
 };
 
-function toShopifyWebhook(row: ShopifyInboxRow): ShopifyWebhook {
-  const status = row.processed_at === null ? 'waiting' : row.error !== null ? 'rejected' : row.awaits_order ? 'waiting_for_order' : 'applied';
+type ListedRow = ShopifyInboxRow & { set_aside: SqlBool };
+
+function toShopifyWebhook(row: ListedRow): ShopifyWebhook {
+  const status = row.processed_at !== null ? (row.error !== null ? 'rejected' : row.awaits_order ? 'waiting_for_order' : 'applied') : row.set_aside ? 'failed' : 'waiting';
   return { _id: row.id, webhookId: row.webhook_id, topic: row.topic, shopifyOrderId: row.shopify_order_id, receivedAt: row.received_at, status, attempts: row.attempts, error: row.error, processedAt: row.processed_at };
+}
+
+/** The shop's webhooks, each with whether its failure set it aside (due_work_failures). */
+function listedWebhooks(db: Queryable, shopId: string) {
+  return db
+    .selectFrom('shopify_inbox as i')
+    .leftJoin('due_work_failures as f', (join) => join.on('f.kind', '=', 'shopify_inbox').onRef('f.item', '=', 'i.id'))
+    .selectAll('i')
+    .select((eb) => eb('f.set_aside_at', 'is not', null).as('set_aside'))
+    .where('i.shop_id', '=', shopId);
 }
 
 /** The webhooks the shop's Shopify store sent, newest first. */
 export async function listShopifyWebhooks(db: Queryable, shopId: string, args: PageArgs): Promise<Page<ShopifyWebhook>> {
-  let query = db.selectFrom('shopify_inbox').selectAll().where('shop_id', '=', shopId);
+  let query = listedWebhooks(db, shopId);
   if (args.after) {
     const [at = '', id = ''] = decodeCursor(args.after, 2);
     const after = new Date(at);
     if (Number.isNaN(after.getTime())) throw invalidCursor();
-    query = query.where(sql<boolean>`(received_at, id) < (${after}, ${id})`);
+    query = query.where(sql<boolean>`(i.received_at, i.id) < (${after}, ${id})`);
   }
-  const rows = await query.orderBy('received_at', 'desc').orderBy('id', 'desc').limit(args.first + 1).execute();
+  const rows = await query.orderBy('i.received_at', 'desc').orderBy('i.id', 'desc').limit(args.first + 1).execute();
   const items = rows.slice(0, args.first).map((row) => ({ node: toShopifyWebhook(row), cursor: encodeCursor([row.received_at.toISOString(), row.id]) }));
   return { items, hasNextPage: rows.length > items.length };
+}
+
+/**
+ * Gives a webhook set aside as failed its tries again (the next pass claims it), once the cause
+ * is fixed: it is `waiting` again. Only a failed webhook can be retried.
+ */
+export async function retryShopifyWebhook(db: DB, shopId: string, id: string): Promise<ShopifyWebhook> {
+  const retried = await retrySetAside(db, { kind: 'shopify_inbox', shopId, item: id });
+  const row = await listedWebhooks(db, shopId).where('i.id', '=', id).executeTakeFirst();
+  if (!row) throw new NotFoundError('shopify_webhook_not_found', `no Shopify webhook with id ${id}`, ['id']);
+  const webhook = toShopifyWebhook(row);
+  if (!retried) throw new RuleViolationError('shopify_webhook_not_failed', `the webhook is ${webhook.status}: only a failed one can be tried again`, ['id']);
+  return webhook;
 }

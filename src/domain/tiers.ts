@@ -10,7 +10,7 @@ import { MAX_AMOUNT } from './points.js';
 import { customerIdentifierSchema, getCustomer } from './customers.js';
 import { nextDay, shopPeriods } from './rule-awards.js';
 import type { DueWork } from './scheduling.js';
-import { claimDueShopDay, moveShopDay, oldestDueShopDay } from './shop-days.js';
+import { moveShopDay, oldestDueShopDay, runDueShopDays, type ShopDayRun } from './shop-days.js';
 import { parseInput } from './validation.js';
 
 /**
@@ -383,22 +383,12 @@ const EVALUATION_BATCH = 2000;
  */
 export const tierEvaluation: DueWork = {
   name: 'tier_evaluation',
-  async runDue(db: DB, now: Date, limit: number): Promise<number> {
-    let done = 0;
-    while (done < limit) {
-      const step = await inTransaction(db, (trx) => evaluateBatch(trx, now));
-      if (step === undefined) break;
-      done += step;
-    }
-    return done;
-  },
-  oldestDue: (db: DB, now: Date) => oldestDueShopDay(db, 'tiers', now),
+  runDue: (db: DB, now: Date, limit: number) => runDueShopDays(db, 'tier_evaluation', 'tiers', now, limit, (trx, run) => evaluateBatch(trx, run, now)),
+  oldestDue: (db: DB, now: Date) => oldestDueShopDay(db, 'tier_evaluation', 'tiers', now),
 };
 
-/** Evaluates the next batch of the most overdue shop; undefined when none is due. Counts members walked, and the day's end as one. */
-async function evaluateBatch(trx: Trx, now: Date): Promise<number | undefined> {
-  const run = await claimDueShopDay(trx, 'tiers', now);
-  if (!run) return undefined;
+/** Evaluates the next batch of a claimed shop's run. Counts members walked, and the day's end as one. */
+async function evaluateBatch(trx: Trx, run: ShopDayRun, now: Date): Promise<number> {
   const shopId = run.shop_id;
   // What each member of the batch should hold, read without locks: most hold it already.
   const { rows } = await sql<{ customer_id: string; changes: boolean }>`

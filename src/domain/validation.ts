@@ -15,19 +15,21 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown): z.ou
   const result = safeParseInput(schema, input);
   if (!result.success) throw validationErrorFrom(result.error.issues);
   const bad = pathToUnstorable(result.data);
-  if (bad) throw validationErrorFrom([{ path: bad, message: 'must not contain the NUL character (U+0000) or a lone UTF-16 surrogate' }]);
+  if (bad) throw validationErrorFrom([{ path: bad, message: UNSTORABLE_MESSAGE }]);
   return result.data;
 }
+
+export const UNSTORABLE_MESSAGE = 'must not contain the NUL character (U+0000) or a lone UTF-16 surrogate';
 
 /**
  * PostgreSQL text cannot hold U+0000, and its json parser refuses a lone surrogate ("\ud800", which
  * JSON may carry): a string with either fails in the database (a 500) instead of being refused as
- * bad input. Returns the path of the first such string in parsed input, if any.
+ * bad input. Returns the path of the first such string (or object key) in parsed input, if any.
  */
 // With the u flag a surrogate pair reads as one code point, so only a lone surrogate is in category Cs.
 const LONE_SURROGATE = /\p{Cs}/u;
 
-function pathToUnstorable(value: unknown): PropertyKey[] | null {
+export function pathToUnstorable(value: unknown): PropertyKey[] | null {
   // Walked on every request: the path is built only on the way back from a bad string, never on the way down.
   if (typeof value === 'string') return value.includes('\u0000') || LONE_SURROGATE.test(value) ? [] : null;
   if (Array.isArray(value)) {
@@ -37,6 +39,8 @@ function pathToUnstorable(value: unknown): PropertyKey[] | null {
     }
   } else if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
     for (const key in value) {
+      // A key too: jsonb refuses it there as well (a Shopify body is stored whole).
+      if (pathToUnstorable(key)) return [key];
       const found = pathToUnstorable((value as Record<string, unknown>)[key]);
       if (found) return (found.unshift(key), found);
     }

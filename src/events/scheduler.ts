@@ -1,5 +1,5 @@
 import type { DB } from '../db/database.js';
-import type { DueWork } from '../domain/scheduling.js';
+import { countFailures, type DueWork, type FailureCounts } from '../domain/scheduling.js';
 import type { Logger } from '../logger.js';
 import { wakeableSleep } from './wakeable-sleep.js';
 
@@ -11,6 +11,8 @@ export type Scheduler = {
   runDue(): Promise<number>;
   /** Seconds since the oldest item still waiting fell due, per kind (0 when none is due). */
   lag(): Promise<Record<string, number>>;
+  /** Items set aside and items waiting for a retry, per kind (every kind, 0 when none). */
+  failures(): Promise<Record<string, FailureCounts>>;
 };
 
 export type SchedulerOptions = {
@@ -23,13 +25,17 @@ export type SchedulerOptions = {
   batchSize?: number;
   /** The wait between passes that found nothing due. */
   idleMs?: number;
+  /** Told when a kind's batch threw (the /metrics counter); the other kinds went on. */
+  onKindFailure?: (kind: string) => void;
 };
 
 /**
  * The one loop for time-driven work (DESIGN.md "Time-driven work"): where the worker runs, it
  * does every kind's due items in batches until none is due, then waits. Exactly-once comes from
  * the kinds (each claims with FOR UPDATE SKIP LOCKED), so any number of instances may run it, and
- * a backlog left by downtime is caught up at the next start.
+ * a backlog left by downtime is caught up at the next start. An item's failure is its kind's to
+ * record (scheduling.ts `runClaimed`); a kind that throws all the same (its database gone, a bug)
+ * is logged and counted, sits out the rest of the pass, and never stops the others.
  */
 export function createScheduler(options: SchedulerOptions): Scheduler {
   const { db, kinds, logger, now } = options;
@@ -48,7 +54,14 @@ export function createScheduler(options: SchedulerOptions): Scheduler {
     while (busy.length) {
       const full: DueWork[] = [];
       for (const kind of busy) {
-        const n = await kind.runDue(db, now(), batchSize);
+        let n: number;
+        try {
+          n = await kind.runDue(db, now(), batchSize);
+        } catch (err) {
+          logger.error({ err, kind: kind.name }, 'due work failed; the other kinds go on, this one is tried again at the next pass');
+          options.onKindFailure?.(kind.name);
+          continue;
+        }
         done += n;
         if (n >= batchSize) full.push(kind);
       }
@@ -93,6 +106,10 @@ export function createScheduler(options: SchedulerOptions): Scheduler {
         lag[kind.name] = due ? Math.max(0, (at.getTime() - due.getTime()) / 1000) : 0;
       }
       return lag;
+    },
+    async failures() {
+      const counts = await countFailures(db);
+      return Object.fromEntries(kinds.map((kind) => [kind.name, counts[kind.name] ?? { setAside: 0, retrying: 0 }]));
     },
   };
 }

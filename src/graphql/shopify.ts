@@ -1,4 +1,4 @@
-import { getShopifyConnection, listShopifyWebhooks, setShopifyConnection, type ShopifyConnection as ShopifyConnectionShape, type ShopifyWebhook as ShopifyWebhookShape } from '../domain/shopify-connector.js';
+import { getShopifyConnection, listShopifyWebhooks, retryShopifyWebhook, setShopifyConnection, type ShopifyConnection as ShopifyConnectionShape, type ShopifyWebhook as ShopifyWebhookShape } from '../domain/shopify-connector.js';
 import { builder } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { Shop } from './shop.js';
@@ -18,6 +18,7 @@ const ShopifyWebhookStatus = builder.enumType('ShopifyWebhookStatus', {
     waiting_for_order: { description: 'A refund that came before its order: kept, and applied with the order\'s first webhook (then: applied).' },
     applied: {},
     rejected: { description: 'Not applied: see error.' },
+    failed: { description: 'Set aside after its last try failed: see error; shopifyWebhookRetry tries it again.' },
   } as const,
 });
 
@@ -71,5 +72,27 @@ builder.mutationFields((t) => ({
       withUserErrors(async () => ({
         shopify: await setShopifyConnection(ctx.db, ctx.webhooks.secrets, ctx.shop.id, { shopDomain: input.shopDomain, webhookSecret: input.webhookSecret ?? undefined }),
       })),
+  }),
+}));
+
+const ShopifyWebhookRetryInput = builder.inputType('ShopifyWebhookRetryInput', {
+  fields: (t) => ({ id: t.id({ required: true, description: 'The webhook\'s `id` (not its webhookId).' }) }),
+});
+
+const ShopifyWebhookRetryPayload = builder
+  .objectRef<{ shopifyWebhook?: ShopifyWebhookShape; userErrors: UserErrorShape[] }>('ShopifyWebhookRetryPayload')
+  .implement({
+    fields: (t) => ({
+      shopifyWebhook: t.field({ type: ShopifyWebhook, nullable: true, resolve: (p) => p.shopifyWebhook ?? null }),
+      userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+    }),
+  });
+
+builder.mutationFields((t) => ({
+  shopifyWebhookRetry: t.field({
+    type: ShopifyWebhookRetryPayload,
+    description: 'Tries a webhook set aside as `failed` again, once its cause is fixed: it is `waiting` until the next pass applies it (or fails it again). Another status: `shopify_webhook_not_failed`.',
+    args: { input: t.arg({ type: ShopifyWebhookRetryInput, required: true }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(async () => ({ shopifyWebhook: await retryShopifyWebhook(ctx.db, ctx.shop.id, String(input.id)) })),
   }),
 }));

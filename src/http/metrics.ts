@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { DatabaseHandle, PoolStats } from '../db/database.js';
+import type { FailureCounts } from '../domain/scheduling.js';
 
 /**
  * Operations metrics in the Prometheus text format, on a registry each app owns (two apps in one
@@ -15,6 +16,8 @@ export type Metrics = {
   rateLimited(operation: string): void;
   /** Counts and times one HTTP response. */
   httpResponse(labels: { method: string; route: string; status: number }, seconds: number | null): void;
+  /** The scheduler reports each pass of a kind of due work that threw (the other kinds went on). */
+  dueWorkKindFailed(kind: string): void;
 };
 
 export type MetricSources = {
@@ -23,6 +26,8 @@ export type MetricSources = {
   liveSubscriptions: () => number;
   /** Seconds since the oldest due item of each kind of time-driven work fell due. */
   dueWorkLag: () => Promise<Record<string, number>>;
+  /** Items of each kind set aside after their last try, and waiting for their next. */
+  dueWorkFailures: () => Promise<Record<string, FailureCounts>>;
 };
 
 const QUEUED_STATUSES = ['pending', 'retrying', 'sending'] as const;
@@ -52,6 +57,12 @@ export function createMetrics(sources: MetricSources): Metrics {
     labelNames: ['outcome', 'status'] as const,
     registers,
   });
+  const kindFailures = new Counter({
+    name: 'loyalty_due_work_kind_failures_total',
+    help: 'Passes of a kind of due work that failed as a whole (its database gone, a bug; logged); the other kinds went on',
+    labelNames: ['kind'] as const,
+    registers,
+  });
   const rateLimited = new Counter({
     name: 'loyalty_rate_limit_rejections_total',
     help: 'Requests refused with 429, by rate-limited operation',
@@ -71,7 +82,9 @@ export function createMetrics(sources: MetricSources): Metrics {
   const { database } = sources;
   // The gauges that read the database share one probe per scrape, its queries one after the
   // other: a scrape holds at most one pooled connection, and never queues for a second beside it.
-  let probe: Promise<{ queued: Array<{ status: string; n: number | string }> | null; lag: Record<string, number> | null }> | undefined;
+  let probe:
+    | Promise<{ queued: Array<{ status: string; n: number | string }> | null; lag: Record<string, number> | null; failures: Record<string, FailureCounts> | null }>
+    | undefined;
   const probeDatabase = () =>
     (probe ??= (async () => {
       // One probe of the partial index on due_at; a scrape must not fail because the database is down.
@@ -83,7 +96,8 @@ export function createMetrics(sources: MetricSources): Metrics {
         .execute()
         .catch(() => null);
       const lag = await sources.dueWorkLag().catch(() => null);
-      return { queued, lag };
+      const failures = await sources.dueWorkFailures().catch(() => null);
+      return { queued, lag, failures };
     })().finally(() => {
       probe = undefined;
     }));
@@ -111,6 +125,20 @@ export function createMetrics(sources: MetricSources): Metrics {
       for (const [kind, seconds] of Object.entries(lag ?? {})) this.set({ kind }, seconds);
     },
   });
+  const failureGauge = (name: string, help: string, read: (counts: FailureCounts) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['kind'] as const,
+      registers,
+      async collect() {
+        this.reset();
+        const { failures } = await probeDatabase();
+        for (const [kind, counts] of Object.entries(failures ?? {})) this.set({ kind }, read(counts));
+      },
+    });
+  failureGauge('loyalty_due_work_failed_items', 'Items of due work set aside after their last try failed, by kind (the CLI\'s due-work retry tries them again)', (c) => c.setAside);
+  failureGauge('loyalty_due_work_retrying_items', 'Items of due work whose last try failed, waiting for their next, by kind', (c) => c.retrying);
   const poolStats = database.poolStats;
   if (poolStats) {
     // PGlite is one embedded connection without a pool: these are PostgreSQL only.
@@ -136,6 +164,9 @@ export function createMetrics(sources: MetricSources): Metrics {
     },
     rateLimited(operation) {
       rateLimited.inc({ operation });
+    },
+    dueWorkKindFailed(kind) {
+      kindFailures.inc({ kind });
     },
     httpResponse({ method, route, status }, seconds) {
       httpRequests.inc({ method, route, status: String(status) });

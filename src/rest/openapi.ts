@@ -459,9 +459,8 @@ function shopifyWebhookOperation() {
         description: 'Stored (`accepted`), already received (`duplicate`), or stored as refused with its reason (`rejected`)',
         content: { 'application/json': { schema: z.strictObject({ success: z.literal(true), message: z.string(), status: z.enum(['accepted', 'duplicate', 'rejected']), id: z.string() }) } },
       },
-      400: error(400, ['validation_error'], 'A required X-Shopify-* header is missing'),
-      401: error(401, ['shopify_signature_invalid'], 'The HMAC does not match: nothing is stored'),
-      404: error(404, ['shopify_shop_not_found'], 'No shop is connected to the domain'),
+      400: error(400, ['validation_error'], 'A required X-Shopify-* header is missing, or a body the database cannot store (not UTF-8, a NUL byte, a \\u0000 escape or lone surrogate, nesting deeper than 64): nothing is stored'),
+      401: error(401, ['shopify_signature_invalid'], 'The HMAC does not match, or no shop is connected to the domain (the same answer): nothing is stored'),
     },
   };
 }
