@@ -21,6 +21,7 @@ import * as vipTiers from './2026_11_24_011_vip_tiers.js';
 import * as storefrontOrigins from './2026_11_25_012_storefront_origins.js';
 import * as insightBuckets from './2026_11_25_013_insight_buckets.js';
 import * as programPage from './2026_11_25_014_program_page.js';
+import * as activeMembersZones from './2026_11_27_018_active_members_zones.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -43,4 +44,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_25_012_storefront_origins': storefrontOrigins,
   '2026_11_25_013_insight_buckets': insightBuckets,
   '2026_11_25_014_program_page': programPage,
+  '2026_11_27_018_active_members_zones': activeMembersZones,
 };

@@ -2,13 +2,17 @@ import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import { type PurgeOptions, purgeInBatches } from '../db/purge.js';
-import type { Queryable } from '../db/transaction.js';
+import type { Queryable, Trx } from '../db/transaction.js';
 import { parseInput } from './validation.js';
 
 /**
  * Program insights (issue 20): the ledger's movements over time, read from `insight_buckets`,
  * which the statement writing each ledger entry keeps (migration 2026_11_25_013). A series never
  * scans the ledger: it sums at most a few rows per 15-minute bucket.
+ *
+ * A day is a day of the zone the shop had then (migration 2026_11_27_018): active members are
+ * counted per local day as entries are written, and could not be re-read in another zone's days,
+ * so a change of zone starts new days and leaves those before it as they were (shop_timezones).
  */
 export const INSIGHT_INTERVALS = ['hour', 'day'] as const;
 export type InsightInterval = (typeof INSIGHT_INTERVALS)[number];
@@ -19,6 +23,8 @@ export const MAX_INTERVALS: Record<InsightInterval, number> = { day: 366, hour: 
 /** Points moved in one interval (the shop's local hour or day starting at `at`), and the balance owed after it. */
 export type PointsInsight = {
   at: Date;
+  /** The local date the interval starts on (YYYY-MM-DD), in the zone whose day it is. */
+  date: string;
   issued: { orders: number; rules: number; manual: number; referrals: number; total: number };
   /** Taken by manual subtractions and lower sets (API, imports). */
   removedManually: number;
@@ -31,8 +37,7 @@ export type PointsInsight = {
   pending: number;
   /**
    * Customers with a ledger entry other than an expiry, or an order's pending points, that local
-   * day (days only: null in an hourly series). Counted on the day in the shop's time zone when the
-   * entry was written.
+   * day (days only: null in an hourly series).
    */
   activeMembers: number | null;
   /** Customers who joined in the interval (less those deleted since), and all members at its end. */
@@ -57,6 +62,7 @@ const insightsQuerySchema = z
 
 type Row = {
   at: Date;
+  date: string;
   issued_orders: string;
   issued_rules: string;
   issued_manual: string;
@@ -73,39 +79,38 @@ type Row = {
 };
 
 /**
- * The series of every local hour or day of the shop (its time zone) that starts in [from, to),
- * the first one rounded down to its start; an interval without movements is there with zeros.
+ * The series of every local hour or day of the shop that starts in [from, to), the first one
+ * rounded down to its start; an interval without movements is there with zeros. Days are the
+ * shop's days as it had them (dayStarts); hours are hours of its zone now.
  */
 export async function pointsInsights(db: Queryable, shopId: string, query: unknown): Promise<PointsInsights> {
   const { from, to, interval } = parseInput(insightsQuerySchema, query);
   const { timezone } = await db.selectFrom('shops').select('timezone').where('id', '=', shopId).executeTakeFirstOrThrow();
-  const step = sql.lit(`1 ${interval}`);
-  const unit = sql.lit(interval);
-  // Local days step in local time (a DST day has 23 or 25 hours); hours step in absolute time
-  // (a local hour is always 60 minutes, and a clock set back repeats one).
+  // A local hour is always 60 minutes (a clock set back repeats one): hours step in absolute time.
   const starts =
     interval === 'day'
-      ? sql`select s at time zone ${timezone} as at from generate_series(date_trunc(${unit}, ${from}::timestamptz at time zone ${timezone}), ${to}::timestamptz at time zone ${timezone}, ${step}::interval) s`
-      : sql`select s as at from generate_series(date_trunc(${unit}, ${from}::timestamptz at time zone ${timezone}) at time zone ${timezone}, ${to}::timestamptz, ${step}::interval) s`;
+      ? dayStarts(shopId, from, to)
+      : sql`select s as at, to_char(s at time zone ${timezone}, 'YYYY-MM-DD') as date
+          from generate_series(date_trunc('hour', ${from}::timestamptz at time zone ${timezone}) at time zone ${timezone}, ${to}::timestamptz, interval '1 hour') s`;
   const net = sql`issued_orders + issued_rules + issued_manual + issued_referrals - removed_manual - redeemed - expired - clawed_back`;
   const { rows } = await sql<Row>`
-    with series as (select at from (${starts}) s where at < ${to}),
-    first as (select min(at) as at from series),
+    with series as (
+      select at, date, coalesce(lead(at) over (order by at), ${to}::timestamptz) as ends from (${starts}) s where at < ${to}
+    ),
     moved as (
-      select date_trunc(${unit}, bucket at time zone ${timezone}) at time zone ${timezone} as at,
+      select s.at,
         sum(issued_orders) as issued_orders, sum(issued_rules) as issued_rules, sum(issued_manual) as issued_manual,
         sum(issued_referrals) as issued_referrals, sum(removed_manual) as removed_manual, sum(redeemed) as redeemed,
         sum(expired) as expired, sum(clawed_back) as clawed_back, sum(${net}) as net, sum(pending) as pending,
         sum(active_members) as active_members, sum(members) as members
-      from insight_buckets
-      where shop_id = ${shopId} and bucket >= (select at from first) and bucket < ${to}
-      group by 1
+      from series s join insight_buckets b on b.shop_id = ${shopId} and b.bucket >= s.at and b.bucket < s.ends
+      group by s.at
     ),
     before as (
       select coalesce(sum(${net}), 0) as net, coalesce(sum(pending), 0) as pending, coalesce(sum(members), 0) as members
-      from insight_buckets where shop_id = ${shopId} and bucket < (select at from first)
+      from insight_buckets where shop_id = ${shopId} and bucket < (select min(at) from series)
     )
-    select s.at,
+    select s.at, s.date,
       coalesce(m.issued_orders, 0) as issued_orders, coalesce(m.issued_rules, 0) as issued_rules,
       coalesce(m.issued_manual, 0) as issued_manual, coalesce(m.issued_referrals, 0) as issued_referrals,
       coalesce(m.removed_manual, 0) as removed_manual, coalesce(m.redeemed, 0) as redeemed,
@@ -128,6 +133,7 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
       const issued = { orders: n(r.issued_orders), rules: n(r.issued_rules), manual: n(r.issued_manual), referrals: n(r.issued_referrals) };
       return {
         at: r.at,
+        date: r.date,
         issued: { ...issued, total: issued.orders + issued.rules + issued.manual + issued.referrals },
         removedManually: n(r.removed_manual),
         redeemed: n(r.redeemed),
@@ -143,6 +149,80 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
     rewards,
     tiers,
   };
+}
+
+/**
+ * The starts (and local dates) of the shop's days from the one holding `from` up to `to`, each
+ * period of its time zones giving its zone's midnights, once its carried day has ended.
+ */
+function dayStarts(shopId: string, from: Date, to: Date) {
+  return sql`
+    with periods as (
+      select since, timezone, carried_from, carried_until, lead(since) over (order by since) as ends
+      from (
+        select since, timezone, carried_from, carried_until from shop_timezones where shop_id = ${shopId}
+        union all
+        select '-infinity', timezone, null, null from shops where id = ${shopId} and timezone_days_from is null
+      ) p
+    ),
+    first as (
+      select case when ${from}::timestamptz < p.carried_until then p.carried_from
+        else date_trunc('day', ${from}::timestamptz at time zone p.timezone) at time zone p.timezone end as at
+      from periods p where p.since <= ${from}::timestamptz order by p.since desc limit 1
+    )
+    select d.at, to_char(d.at at time zone p.timezone, 'YYYY-MM-DD') as date
+    from periods p cross join first f
+    cross join lateral (
+      select s at time zone p.timezone as at
+      from generate_series(date_trunc('day', greatest(p.carried_until, f.at) at time zone p.timezone), least(p.ends, ${to}::timestamptz) at time zone p.timezone, interval '1 day') s
+    ) d
+    where d.at >= greatest(p.carried_until, f.at) and d.at < least(p.ends, ${to}::timestamptz)`;
+}
+
+/**
+ * Starts a period of the shop's time zones (in the transaction that changes the zone, before it
+ * does): the day in progress goes on until the new zone's first midnight of a later date, so it is
+ * neither cut short nor followed by its own date again. Nothing counted is moved: a few rows,
+ * whatever the shop holds. A shop with nothing counted yet has no days to keep, and takes its zone
+ * for all time.
+ *
+ * The shop's row is locked FOR UPDATE, which waits for the writes in flight (each ledger or pending
+ * insert holds FOR KEY SHARE on it, by its foreign key) and holds new ones until the change commits;
+ * the period starts at the database's clock once the lock is held (or at `now`, when later). So an
+ * entry whose statement read the old zone was stamped before the change, and every later one reads
+ * the new zone: the days are exact under concurrent writes.
+ */
+export async function startTimezonePeriod(trx: Trx, shopId: string, timezone: string, now: Date): Promise<void> {
+  const shop = await trx.selectFrom('shops').select('timezone').where('id', '=', shopId).forUpdate().executeTakeFirst();
+  if (!shop || shop.timezone === timezone) return;
+  const counted = await trx.selectFrom('insight_buckets').select('bucket').where('shop_id', '=', shopId).limit(1).executeTakeFirst();
+  if (!counted) {
+    await trx.deleteFrom('shop_timezones').where('shop_id', '=', shopId).execute();
+    await trx.updateTable('shops').set({ timezone_days_from: null }).where('id', '=', shopId).execute();
+    return;
+  }
+  await sql`
+    with shop as (select timezone, timezone_days_from from shops where id = ${shopId}),
+    last as (select since, carried_day, carried_from from shop_timezones where shop_id = ${shopId} order by since desc limit 1),
+    at as (select greatest(${now}::timestamptz, clock_timestamp(), (select since + interval '1 millisecond' from last)) as t),
+    -- The day in progress: the carried one while it lasts, else a day of the zone the shop has now.
+    day as (
+      select t,
+        case when s.timezone_days_from is null or t >= s.timezone_days_from then (t at time zone s.timezone)::date else l.carried_day end as day,
+        case when s.timezone_days_from is null or t >= s.timezone_days_from then date_trunc('day', t at time zone s.timezone) at time zone s.timezone else l.carried_from end as day_from
+      from at cross join shop s left join last l on true
+    ),
+    initial as (
+      insert into shop_timezones (shop_id, since, timezone)
+      select ${shopId}, '-infinity', timezone from shop where not exists (select from last)
+    ),
+    period as (
+      insert into shop_timezones (shop_id, since, timezone, carried_day, carried_from, carried_until)
+      select ${shopId}, t, ${timezone}, day, day_from, (greatest((t at time zone ${timezone})::date, day) + 1)::timestamp at time zone ${timezone}
+      from day
+      returning carried_until
+    )
+    update shops set timezone_days_from = (select carried_until from period) where id = ${shopId}`.execute(trx);
 }
 
 /** Redemptions in [from, to) by reward, most redeemed first; a deleted reward keeps its figures, without a name. */
@@ -206,14 +286,17 @@ export async function compactInsights(db: DB, before: Date, options: PurgeOption
 
 /**
  * Deletes the active-member markers of days before `before`'s UTC date: at least two local days
- * past in any time zone, so no entry can mark them again. In the retention loop.
+ * past in any time zone, so no entry can mark them again; but a day carried over a change of time
+ * zone can last longer (it goes on until the new zone's next midnight), so its markers stay until
+ * it ended before `before`. In the retention loop.
  */
 export async function purgeActiveMemberMarkers(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
   return purgeInBatches<true>(options, async (_position, limit) => {
     const { rows } = await sql<{ n: string }>`
       with gone as (
         delete from insight_active_days where (day, shop_id, customer_id) in (
-          select day, shop_id, customer_id from insight_active_days where day < ${before.toISOString().slice(0, 10)}::date
+          select day, shop_id, customer_id from insight_active_days m where day < ${before.toISOString().slice(0, 10)}::date
+            and not exists (select from shop_timezones p where p.shop_id = m.shop_id and p.carried_day = m.day and p.carried_until > ${before})
           order by day, shop_id, customer_id limit ${limit})
         returning 1)
       select count(*) as n from gone`.execute(db);
