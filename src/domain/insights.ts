@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import { type PurgeOptions, purgeInBatches } from '../db/purge.js';
@@ -81,34 +81,37 @@ type Row = {
 /**
  * The series of every local hour or day of the shop that starts in [from, to), the first one
  * rounded down to its start; an interval without movements is there with zeros. Days are the
- * shop's days as it had them (dayStarts); hours are hours of its zone now.
+ * shop's days as it had them (its periods of time zones); hours are hours of its zone now.
  */
 export async function pointsInsights(db: Queryable, shopId: string, query: unknown): Promise<PointsInsights> {
   const { from, to, interval } = parseInput(insightsQuerySchema, query);
   const { timezone } = await db.selectFrom('shops').select('timezone').where('id', '=', shopId).executeTakeFirstOrThrow();
-  // A local hour is always 60 minutes (a clock set back repeats one): hours step in absolute time.
+  const current: Period = { since: null, timezone, carriedFrom: null, carriedUntil: null };
+  const periods = interval === 'day' ? await shopPeriods(db, shopId, current) : [current];
+  const start = sql`(select at from first)`;
+  // Days step in local time (a DST day has 23 or 25 hours); a local hour is always 60 minutes (a
+  // clock set back repeats one), so hours step in absolute time.
   const starts =
     interval === 'day'
-      ? dayStarts(shopId, from, to)
-      : sql`select s as at, to_char(s at time zone ${timezone}, 'YYYY-MM-DD') as date
-          from generate_series(date_trunc('hour', ${from}::timestamptz at time zone ${timezone}) at time zone ${timezone}, ${to}::timestamptz, interval '1 hour') s`;
+      ? dayStarts(periods, start, to)
+      : sql`select s as at, to_char(s at time zone ${timezone}, 'YYYY-MM-DD') as date from generate_series(${start}, ${to}::timestamptz, interval '1 hour') s`;
   const net = sql`issued_orders + issued_rules + issued_manual + issued_referrals - removed_manual - redeemed - expired - clawed_back`;
   const { rows } = await sql<Row>`
-    with series as (
-      select at, date, coalesce(lead(at) over (order by at), ${to}::timestamptz) as ends from (${starts}) s where at < ${to}
-    ),
+    with first as (select ${intervalStart(periods, interval, sql`${from}::timestamptz`)} as at),
+    series as (select at, date from (${starts}) s where at < ${to}),
     moved as (
-      select s.at,
+      select ${intervalStart(periods, interval, sql`bucket`)} as at,
         sum(issued_orders) as issued_orders, sum(issued_rules) as issued_rules, sum(issued_manual) as issued_manual,
         sum(issued_referrals) as issued_referrals, sum(removed_manual) as removed_manual, sum(redeemed) as redeemed,
         sum(expired) as expired, sum(clawed_back) as clawed_back, sum(${net}) as net, sum(pending) as pending,
         sum(active_members) as active_members, sum(members) as members
-      from series s join insight_buckets b on b.shop_id = ${shopId} and b.bucket >= s.at and b.bucket < s.ends
-      group by s.at
+      from insight_buckets
+      where shop_id = ${shopId} and bucket >= ${start} and bucket < ${to}
+      group by 1
     ),
     before as (
       select coalesce(sum(${net}), 0) as net, coalesce(sum(pending), 0) as pending, coalesce(sum(members), 0) as members
-      from insight_buckets where shop_id = ${shopId} and bucket < (select min(at) from series)
+      from insight_buckets where shop_id = ${shopId} and bucket < ${start}
     )
     select s.at, s.date,
       coalesce(m.issued_orders, 0) as issued_orders, coalesce(m.issued_rules, 0) as issued_rules,
@@ -152,31 +155,48 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
 }
 
 /**
- * The starts (and local dates) of the shop's days from the one holding `from` up to `to`, each
- * period of its time zones giving its zone's midnights, once its carried day has ended.
+ * A period of a shop's time zones (shop_timezones): from `since` (null: always), the days are
+ * those of `timezone`, once the day carried into it (from `carriedFrom`) ends at `carriedUntil`.
  */
-function dayStarts(shopId: string, from: Date, to: Date) {
-  return sql`
-    with periods as (
-      select since, timezone, carried_from, carried_until, lead(since) over (order by since) as ends
-      from (
-        select since, timezone, carried_from, carried_until from shop_timezones where shop_id = ${shopId}
-        union all
-        select '-infinity', timezone, null, null from shops where id = ${shopId} and timezone_days_from is null
-      ) p
-    ),
-    first as (
-      select case when ${from}::timestamptz < p.carried_until then p.carried_from
-        else date_trunc('day', ${from}::timestamptz at time zone p.timezone) at time zone p.timezone end as at
-      from periods p where p.since <= ${from}::timestamptz order by p.since desc limit 1
-    )
-    select d.at, to_char(d.at at time zone p.timezone, 'YYYY-MM-DD') as date
-    from periods p cross join first f
-    cross join lateral (
-      select s at time zone p.timezone as at
-      from generate_series(date_trunc('day', greatest(p.carried_until, f.at) at time zone p.timezone), least(p.ends, ${to}::timestamptz) at time zone p.timezone, interval '1 day') s
-    ) d
-    where d.at >= greatest(p.carried_until, f.at) and d.at < least(p.ends, ${to}::timestamptz)`;
+type Period = { since: Date | null; timezone: string; carriedFrom: Date | null; carriedUntil: Date | null };
+
+/** The shop's periods, oldest first; `current` alone for a shop that never changed zone. */
+async function shopPeriods(db: Queryable, shopId: string, current: Period): Promise<Period[]> {
+  const rows = await db
+    .selectFrom('shop_timezones')
+    .select([sql<Date | null>`nullif(since, '-infinity')`.as('since'), 'timezone', 'carried_from', 'carried_until'])
+    .where('shop_id', '=', shopId)
+    .orderBy('shop_timezones.since')
+    .execute();
+  return rows.length ? rows.map((r) => ({ since: r.since, timezone: r.timezone, carriedFrom: r.carried_from, carriedUntil: r.carried_until })) : [current];
+}
+
+/**
+ * The start of the local day (or hour) that holds the instant `at`, as an expression: in `at`'s
+ * period, the start of the day carried into it while that lasts, else its zone's local start.
+ */
+function intervalStart(periods: Period[], unit: InsightInterval, at: RawBuilder<unknown>) {
+  const local = (p: Period) => {
+    const start = sql`date_trunc(${sql.lit(unit)}, ${at} at time zone ${p.timezone}) at time zone ${p.timezone}`;
+    return p.carriedUntil ? sql`case when ${at} < ${p.carriedUntil}::timestamptz then ${p.carriedFrom}::timestamptz else ${start} end` : start;
+  };
+  const later = periods.slice(1).map((p, i) => sql`when ${at} < ${p.since}::timestamptz then ${local(periods[i]!)}`);
+  return later.length ? sql`case ${sql.join(later, sql` `)} else ${local(periods.at(-1)!)} end` : local(periods[0]!);
+}
+
+/**
+ * The starts (and local dates) of the shop's days from `start` (that of the one holding
+ * `from`) up to `to`: each period gives its zone's midnights, once its carried day has ended.
+ */
+function dayStarts(periods: Period[], start: RawBuilder<unknown>, to: Date) {
+  const each = periods.map((p, i) => {
+    const lo = sql`greatest(${p.carriedUntil}::timestamptz, ${start})`;
+    const hi = sql`least(${periods[i + 1]?.since ?? null}::timestamptz, ${to}::timestamptz)`;
+    return sql`select s at time zone ${p.timezone} as at, to_char(s, 'YYYY-MM-DD') as date
+      from generate_series(date_trunc('day', ${lo} at time zone ${p.timezone}), ${hi} at time zone ${p.timezone}, interval '1 day') s
+      where s at time zone ${p.timezone} >= ${lo} and s at time zone ${p.timezone} < ${hi}`;
+  });
+  return sql.join(each, sql` union all `);
 }
 
 /**
