@@ -448,6 +448,8 @@ describe(`insights across a change of time zone (${onPostgres ? 'PostgreSQL' : '
       { since: null, timezone: 'UTC', carried_day: null, carried_from: null, carried_until: null },
       { since: utc(15).toISOString(), timezone: 'America/New_York', carried_day: '2031-01-15', carried_from: utc(0).toISOString(), carried_until: ny('2031-01-16') },
     ]);
+    // From inside the day of the change: it is the first day, from its start.
+    expect((await checkSeries(s, utc(20), utc(72))).map((p) => p.at)).toEqual(days.slice(2, 5).map((p) => p.at));
     // Hours are hours of the zone now, over the same figures.
     await checkSeries(s, utc(-1), utc(30), 'hour');
   });
@@ -480,6 +482,8 @@ describe(`insights across a change of time zone (${onPostgres ? 'PostgreSQL' : '
       ['2031-02-13', at('America/New_York', '2031-02-13'), 1, 0, 3],
       ['2031-02-14', at('America/New_York', '2031-02-14'), 0, 0, 3],
     ]);
+    // From inside the 10th, once Tokyo's: the 10th still starts at New York's midnight.
+    expect((await checkSeries(s, utc('11T14:00:00'), utc('13T00:00:00'))).map((p) => p.date)).toEqual(['2031-02-10', '2031-02-12']);
     await checkSeries(s, utc('10T00:00:00'), utc('13T00:00:00'), 'hour');
   });
 
