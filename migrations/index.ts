@@ -24,6 +24,7 @@ import * as programPage from './2026_11_25_014_program_page.js';
 import * as dueWorkFailures from './2026_11_27_015_due_work_failures.js';
 import * as shopifyPayloads from './2026_11_27_016_shopify_payloads.js';
 import * as tierMetricRefunds from './2026_11_27_017_tier_metric_refunds.js';
+import * as activeMembersZones from './2026_11_27_018_active_members_zones.js';
 import * as knownTimeZones from './2026_11_27_019_known_time_zones.js';
 
 export const migrations: Record<string, Migration> = {
@@ -50,5 +51,6 @@ export const migrations: Record<string, Migration> = {
   '2026_11_27_015_due_work_failures': dueWorkFailures,
   '2026_11_27_016_shopify_payloads': shopifyPayloads,
   '2026_11_27_017_tier_metric_refunds': tierMetricRefunds,
+  '2026_11_27_018_active_members_zones': activeMembersZones,
   '2026_11_27_019_known_time_zones': knownTimeZones,
 };

@@ -1,13 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ActivitiesTable } from '../src/db/schema.js';
 import { newId } from '../src/domain/ids.js';
-import { type Insertable, Migrator } from 'kysely';
+import { type Insertable, Migrator, sql } from 'kysely';
 import { migrations } from '../migrations/index.js';
 import { openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { upsertCustomer } from '../src/domain/customers.js';
 import { compactInsights, pointsInsights, purgeActiveMemberMarkers } from '../src/domain/insights.js';
+import { createEarningRule } from '../src/domain/earning-rules.js';
+import { upsertOrder } from '../src/domain/order-writes.js';
 import { changePoints } from '../src/domain/points.js';
+import { updateShopSettings } from '../src/domain/shop-settings.js';
 import { createShop } from '../src/domain/shops.js';
 import { movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
@@ -20,7 +23,7 @@ let shop: { shopId: string; apiKey: string };
 let rewardId: string;
 
 const INSIGHTS = `query($from: DateTime!, $to: DateTime!, $interval: InsightInterval) { shop { insights(from: $from, to: $to, interval: $interval) {
-  interval timezone points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members }
+  interval timezone points { at date issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members }
   rewards { rewardId name type codes points discount } tiers { tierId name members } } } }`;
 
 /** A small seeded generator: the same sequence every run. */
@@ -302,6 +305,254 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     for (const [from, to, interval] of [[now, now - DAY, 'day'], [now, now + 400 * DAY, 'day'], [now, now + 800 * 3_600_000, 'hour']] as const) {
       const res = await t.graphql(shop.apiKey, INSIGHTS, { from: new Date(from).toISOString(), to: new Date(to).toISOString(), interval });
       expect(res.errors[0].extensions.code, `${interval} ${to - from}`).toBe('validation_error');
+    }
+  });
+});
+
+const HOUR = 3_600_000;
+const SERIES_QUERY = `query($from: DateTime!, $to: DateTime!, $interval: InsightInterval) { shop { insights(from: $from, to: $to, interval: $interval) {
+  timezone points { at date issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members } } } }`;
+
+/** The instant `date` (YYYY-MM-DD) starts in `zone`, from Intl alone: the model the database's days must agree with. */
+function midnight(zone: string, date: string): Date {
+  const wall = new Intl.DateTimeFormat('en-CA', { timeZone: zone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit' });
+  // The zone's offset at an instant: its wall clock read as UTC, less the instant.
+  const offset = (at: number) => {
+    const p = Object.fromEntries(wall.formatToParts(at).map((x) => [x.type, Number(x.value)]));
+    return Date.UTC(p.year!, p.month! - 1, p.day!, p.hour!, p.minute!) - at;
+  };
+  const utc = Date.parse(`${date}T00:00:00Z`);
+  return new Date(utc - offset(utc - offset(utc)));
+}
+
+/** The periods of a shop's time zones, as ISO strings ('-infinity' as null). */
+async function zonesOf(shopId: string) {
+  const rows = await t.app.database.db
+    .selectFrom('shop_timezones')
+    .select(['since', 'timezone', sql<string | null>`to_char(carried_day, 'YYYY-MM-DD')`.as('carried_day'), 'carried_from', 'carried_until'])
+    .where('shop_id', '=', shopId)
+    .orderBy('since')
+    .execute();
+  const iso = (d: Date | null) => (d instanceof Date && Number.isFinite(d.getTime()) ? d.toISOString() : null);
+  return rows.map((r) => ({ since: iso(r.since), timezone: r.timezone, carried_day: r.carried_day, carried_from: iso(r.carried_from), carried_until: iso(r.carried_until) }));
+}
+
+/**
+ * A shop whose entries the test writes at chosen instants, as a clock moved to them would: orders
+ * through the order path with its clock, manual adds and customers as an import writes them (and
+ * as an entry arriving late is written: after a change, dated before it).
+ */
+async function shopWrittenAt(name: string) {
+  const { shopId, apiKey } = await t.shop(name);
+  const db = t.app.database.db;
+  await createEarningRule(db, shopId, { type: 'place_order', name: '1 per $1', earnPoint: 1, spent: '1.00' });
+  const customerId = (key: string) => `${shopId}-${key}`;
+  return {
+    shopId,
+    apiKey,
+    join: (key: string, at: Date) =>
+      db.insertInto('customers').values({ id: customerId(key), shop_id: shopId, shopify_customer_id: key, email: `${key}@example.com`, created_at: at, updated_at: at }).execute(),
+    order: (key: string, dollars: number, at: Date) =>
+      upsertOrder(db, shopId, `o-${key}-${at.getTime()}`, { customerIdentifier: key, currency: 'USD', subtotal: `${dollars}.00`, total: `${dollars}.00`, status: 'paid', lineItems: [{ productId: 'p', quantity: 1, price: `${dollars}.00` }] }, at),
+    add: (key: string, points: number, at: Date) =>
+      db.transaction().execute(async (trx) => {
+        const { points: old } = await trx.selectFrom('customers').select('points').where('id', '=', customerId(key)).forUpdate().executeTakeFirstOrThrow();
+        await trx.insertInto('activities').values({ id: newId(), shop_id: shopId, customer_id: customerId(key), type: 'add_points', setting_type: 'api', old_points: old, new_points: old + points, created_at: at, updated_at: at }).execute();
+        await trx.updateTable('customers').set({ points: old + points }).where('id', '=', customerId(key)).execute();
+      }),
+    zone: (timezone: string, at: Date) => updateShopSettings(db, shopId, { timezone }, at),
+  };
+}
+
+/**
+ * The series of [from, to), each interval's figures checked against the ledger over the interval's
+ * own instants [at, next at): whatever the days are, every figure must be the ledger's over them,
+ * and no day can have more active members than members.
+ */
+async function checkSeries(shop: { shopId: string; apiKey: string }, from: Date, to: Date, interval: 'day' | 'hour' = 'day') {
+  const res = await t.graphql(shop.apiKey, SERIES_QUERY, { from: from.toISOString(), to: to.toISOString(), interval });
+  expect(res.errors).toBeUndefined();
+  const points = res.data.shop.insights.points;
+  const db = t.app.database.db;
+  const entries = await db.selectFrom('activities').select(['customer_id', 'type', 'setting_type', 'old_points', 'new_points', 'created_at']).where('shop_id', '=', shop.shopId).execute();
+  const holds = await db.selectFrom('pending_points').select(['customer_id', 'created_at']).where('shop_id', '=', shop.shopId).execute();
+  const joined = await db.selectFrom('customers').select('created_at').where('shop_id', '=', shop.shopId).execute();
+  for (const [i, p] of points.entries()) {
+    const start = new Date(p.at);
+    const end = points[i + 1] ? new Date(points[i + 1].at) : to;
+    const within = (d: Date) => d >= start && d < end;
+    const moved = entries.filter((e) => within(e.created_at)).map((e) => ({ ...e, d: e.new_points - e.old_points }));
+    const sum = (f: (e: (typeof moved)[number]) => boolean) => moved.filter(f).reduce((s, e) => s + e.d, 0);
+    const taken = (f: (e: (typeof moved)[number]) => boolean) => moved.filter(f).reduce((s, e) => s - e.d, 0);
+    const issued = {
+      orders: sum((e) => e.type === 'earn_points' && e.setting_type === 'order'),
+      rules: sum((e) => e.type === 'earn_points' && e.setting_type !== 'order'),
+      manual: sum((e) => ['add_points', 'update_points', 'subtract_points'].includes(e.type) && e.d > 0),
+      referrals: sum((e) => e.type === 'referral_reward'),
+    };
+    expect(p.issued, p.at).toEqual({ ...issued, total: issued.orders + issued.rules + issued.manual + issued.referrals });
+    expect([p.removedManually, p.redeemed, p.expired, p.clawedBack], p.at).toEqual([
+      taken((e) => ['add_points', 'update_points', 'subtract_points'].includes(e.type) && e.d < 0),
+      taken((e) => e.type === 'redeem_points'),
+      taken((e) => e.type === 'expire_points'),
+      taken((e) => e.type === 'clawback_points'),
+    ]);
+    expect(p.outstanding, `outstanding ${p.at}`).toBe(entries.filter((e) => e.created_at < end).reduce((s, e) => s + e.new_points - e.old_points, 0));
+    const active = new Set([...entries.filter((e) => e.type !== 'expire_points'), ...holds].filter((e) => within(e.created_at)).map((e) => e.customer_id));
+    expect([p.activeMembers, p.newMembers, p.members], `members ${p.at}`).toEqual([
+      interval === 'day' ? active.size : null,
+      joined.filter((c) => within(c.created_at)).length,
+      joined.filter((c) => c.created_at < end).length,
+    ]);
+    if (interval === 'day') expect(p.activeMembers, `active ${p.at}`).toBeLessThanOrEqual(p.members);
+  }
+  // No date twice, none going back.
+  const dates = points.map((p: { date: string }) => p.date);
+  if (interval === 'day') expect(dates).toEqual([...new Set(dates)].sort());
+  return points as Array<{ at: string; date: string; activeMembers: number; newMembers: number; members: number }>;
+}
+
+describe(`insights across a change of time zone (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
+  it('UTC to New York in the middle of a day: no day with more active members than members, the day of the change fully counted, every figure the ledger\'s', async () => {
+    const s = await shopWrittenAt('Moved west');
+    const D = Date.parse('2031-01-15T00:00:00Z'); // New York keeps UTC-5 all month
+    const utc = (hours: number) => new Date(D + hours * HOUR);
+    // The morning of the 15th, in UTC: two customers join and move points (New York's early morning).
+    await s.join('a', utc(10));
+    await s.join('b', utc(10));
+    await s.order('a', 20, utc(10.5));
+    await s.add('b', 5, utc(11));
+    // 15:00 UTC, 10:00 in New York: the shop moves.
+    await s.zone('America/New_York', utc(15));
+    await s.order('a', 30, utc(16)); // a again, the same day
+    await s.join('c', utc(17));
+    await s.order('c', 12, utc(17.5));
+    await s.add('b', 7, utc(24 + 3)); // New York's evening of the 15th
+    await s.join('e', utc(8)); // written after the change, dated before it (an entry arriving late)
+    await s.add('e', 9, utc(9));
+    await s.order('a', 5, utc(24 + 12)); // the 16th in New York
+    const days = await checkSeries(s, new Date(D - 2 * 86_400_000), utc(72 + 12));
+    // The 15th runs from UTC's midnight to New York's next one (29 hours); the days after are New York's.
+    const ny = (date: string) => midnight('America/New_York', date).toISOString();
+    expect(days.map((p) => [p.date, p.at, p.activeMembers, p.newMembers, p.members])).toEqual([
+      ['2031-01-13', '2031-01-13T00:00:00.000Z', 0, 0, 0],
+      ['2031-01-14', '2031-01-14T00:00:00.000Z', 0, 0, 0],
+      ['2031-01-15', '2031-01-15T00:00:00.000Z', 4, 4, 4],
+      ['2031-01-16', ny('2031-01-16'), 1, 0, 4],
+      ['2031-01-17', ny('2031-01-17'), 0, 0, 4],
+      ['2031-01-18', ny('2031-01-18'), 0, 0, 4],
+    ]);
+    expect(ny('2031-01-16')).toBe('2031-01-16T05:00:00.000Z');
+    // What the change wrote: the zone before it, and the day it carried on.
+    expect(await zonesOf(s.shopId)).toEqual([
+      { since: null, timezone: 'UTC', carried_day: null, carried_from: null, carried_until: null },
+      { since: utc(15).toISOString(), timezone: 'America/New_York', carried_day: '2031-01-15', carried_from: utc(0).toISOString(), carried_until: ny('2031-01-16') },
+    ]);
+    // From inside the day of the change: it is the first day, from its start.
+    expect((await checkSeries(s, utc(20), utc(72))).map((p) => p.at)).toEqual(days.slice(2, 5).map((p) => p.at));
+    // Hours are hours of the zone now, over the same figures.
+    await checkSeries(s, utc(-1), utc(30), 'hour');
+  });
+
+  it('New York to Tokyo late in the evening, and back the next day: the evening\'s day goes on to Tokyo\'s midnight, the skipped date never shows, every figure the ledger\'s', async () => {
+    const s = await shopWrittenAt('Moved east');
+    const utc = (iso: string) => new Date(`2031-02-${iso}Z`);
+    // Nothing counted yet: the shop's first zone is its zone for all time, with no period.
+    await s.zone('America/New_York', utc('01T00:00:00'));
+    expect(await zonesOf(s.shopId)).toEqual([]);
+    await s.join('h', utc('05T10:00:00'));
+    await s.join('f', utc('11T02:00:00')); // 21:00 on the 10th in New York
+    await s.order('f', 40, utc('11T02:30:00'));
+    await s.zone('Asia/Tokyo', utc('11T03:00:00')); // 22:00 in New York, already 12:00 on the 11th in Tokyo
+    await s.order('f', 15, utc('11T04:00:00')); // f again: the same day, the 10th, until Tokyo's midnight
+    await s.join('g', utc('11T14:00:00'));
+    await s.add('g', 3, utc('11T14:30:00'));
+    await s.add('h', 4, utc('11T01:00:00')); // late: 20:00 on the 10th in New York, before the change
+    await s.order('f', 25, utc('11T16:00:00')); // 01:00 on the 12th in Tokyo: a new day
+    await s.zone('America/New_York', utc('12T01:00:00')); // 20:00 on the 11th in New York: the 12th goes on to its next midnight
+    await s.order('f', 10, utc('12T14:00:00')); // 09:00 on the 12th in New York: the same day as Tokyo's 12th
+    await s.add('g', 6, utc('13T14:00:00'));
+    const days = await checkSeries(s, utc('09T00:00:00'), utc('14T12:00:00'));
+    const at = (zone: string, date: string) => midnight(zone, date).toISOString();
+    expect(days.map((p) => [p.date, p.at, p.activeMembers, p.newMembers, p.members])).toEqual([
+      ['2031-02-08', at('America/New_York', '2031-02-08'), 0, 0, 1],
+      ['2031-02-09', at('America/New_York', '2031-02-09'), 0, 0, 1],
+      ['2031-02-10', at('America/New_York', '2031-02-10'), 3, 2, 3], // to 15:00 UTC on the 11th: 34 hours
+      ['2031-02-12', at('Asia/Tokyo', '2031-02-12'), 1, 0, 3], // to New York's midnight of the 13th: 38 hours
+      ['2031-02-13', at('America/New_York', '2031-02-13'), 1, 0, 3],
+      ['2031-02-14', at('America/New_York', '2031-02-14'), 0, 0, 3],
+    ]);
+    // From inside the 10th, once Tokyo's: the 10th still starts at New York's midnight.
+    expect((await checkSeries(s, utc('11T14:00:00'), utc('13T00:00:00'))).map((p) => p.date)).toEqual(['2031-02-10', '2031-02-12']);
+    await checkSeries(s, utc('10T00:00:00'), utc('13T00:00:00'), 'hour');
+  });
+
+  it('changes of time zone racing many writes: every day is still the ledger\'s, and the day of the changes counts each customer once', async () => {
+    const shop = await t.shop('Racing zones');
+    for (let i = 0; i < 8; i++) await t.customer(shop.shopId, `r-${i}`);
+    const zone = (timezone: string) => t.graphql(shop.apiKey, 'mutation($timezone: String!) { shopSettingsUpdate(input: { timezone: $timezone }) { userErrors { code } } }', { timezone });
+    const [changes] = await Promise.all([
+      (async () => {
+        const answers = [];
+        for (const timezone of ['America/New_York', 'Asia/Tokyo', 'Pacific/Chatham', 'UTC']) answers.push(await zone(timezone));
+        return answers;
+      })(),
+      ...Array.from({ length: 96 }, (_, i) => t.post('/rest-api/v1/points/add', { customerIdentifier: `r-${i % 8}`, amount: 1 + i }, shop.apiKey).then((r) => expect(r.status).toBe(200))),
+    ]);
+    expect(changes.map((c) => c.data.shopSettingsUpdate.userErrors)).toEqual([[], [], [], []]);
+    expect(await zonesOf(shop.shopId)).toHaveLength(5);
+    const now = Date.now();
+    const days = await checkSeries(shop, new Date(now - 3 * 86_400_000), new Date(now + 3 * 86_400_000));
+    const today = days.findLast((p) => new Date(p.at).getTime() <= now)!;
+    expect([today.activeMembers, today.members]).toEqual([8, 8]);
+  });
+  it.runIf(onPostgres)('a change of time zone waits for the shop\'s writes in flight, and starts after them', async () => {
+    const s = await shopWrittenAt('In flight');
+    await s.join('x', new Date(Date.now() - HOUR));
+    const db = t.app.database.db;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let written: Date | undefined;
+    const inFlight = db.transaction().execute(async (trx) => {
+      written = (
+        await trx
+          .insertInto('activities')
+          .values({ id: newId(), shop_id: s.shopId, customer_id: `${s.shopId}-x`, type: 'add_points', setting_type: 'api', old_points: 0, new_points: 1 })
+          .returning('created_at')
+          .executeTakeFirstOrThrow()
+      ).created_at;
+      await held;
+    });
+    await until(async () => written !== undefined, 5_000, 'the entry written');
+    let changed = false;
+    const change = updateShopSettings(db, s.shopId, { timezone: 'Asia/Tokyo' }).then(() => (changed = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(changed).toBe(false);
+    release();
+    await Promise.all([inFlight, change]);
+    const [, period] = await zonesOf(s.shopId);
+    expect(new Date(period!.since!).getTime()).toBeGreaterThan(written!.getTime());
+  });
+});
+
+describe('active-member markers of a day carried over a change of time zone', () => {
+  it('stay until the day has ended, however long it runs', async () => {
+    const handle = await openDatabase({ dataDir: 'memory://' });
+    try {
+      const { db } = handle;
+      await migrateToLatest(db);
+      const { shop } = await createShop(db, 'Carried shop');
+      await upsertCustomer(db, shop.id, { shopifyCustomerId: 'a', email: 'a@example.com' });
+      await changePoints(db, shop.id, 'add', { customerIdentifier: 'a', amount: 5 });
+      // UTC to UTC-11: today (UTC) goes on until Pago Pago's next midnight, 11:00 UTC tomorrow.
+      await updateShopSettings(db, shop.id, { timezone: 'Pacific/Pago_Pago' });
+      const { carried_until } = await db.selectFrom('shop_timezones').select('carried_until').where('shop_id', '=', shop.id).where('carried_day', 'is not', null).executeTakeFirstOrThrow();
+      expect(carried_until!.toISOString()).toMatch(/T11:00:00\.000Z$/);
+      // A purge bound past the day's UTC date but before the day's end keeps its markers, then one after it deletes them.
+      expect(await purgeActiveMemberMarkers(db, new Date(carried_until!.getTime() - 60_000), { pauseMs: 0 })).toBe(0);
+      expect(await purgeActiveMemberMarkers(db, new Date(carried_until!.getTime() + 60_000), { pauseMs: 0 })).toBe(1);
+    } finally {
+      await handle.close();
     }
   });
 });

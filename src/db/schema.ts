@@ -17,6 +17,8 @@ export interface ShopsTable {
   currency: Defaulted<string>;
   /** IANA time zone: the shop's days (birthdays, per-day limits) begin at its midnight. */
   timezone: Defaulted<string>;
+  /** Insights' days are days of `timezone` from this instant on; before it, see shop_timezones. Null: always. */
+  timezone_days_from: ColumnType<Date | null, Date | null | undefined, Date | null>;
   /** Days an order's points stay pending before they can be spent; 0: at once. */
   pending_days: Defaulted<number>;
   /** Bumped by every change to what an order earns: place_order rules, currency, pending_days, earn_on_test_orders (order-first-states.ts caches by it). */
@@ -439,10 +441,25 @@ export interface InsightBucketsTable {
   expired: ColumnType<string, number | undefined, number>;
   clawed_back: ColumnType<string, number | undefined, number>;
   pending: ColumnType<string, number | undefined, number>;
-  /** Customers active on the local day starting with this bucket (see insight_active_days). */
+  /** Customers first marked active on their local day by an entry of this bucket (see insight_active_days). */
   active_members: ColumnType<string, number | undefined, number>;
   /** Customers created in the bucket, less those of them deleted. */
   members: ColumnType<string, number | undefined, number>;
+}
+
+/**
+ * A shop's time zones over time, for insights' days (src/domain/insights.ts): from `since`, the
+ * days are those of `timezone`, after the day in progress then (carried_day, from carried_from)
+ * has run until carried_until. Written by changes of zone; the first row ('-infinity') holds the
+ * zone before the first change.
+ */
+export interface ShopTimezonesTable {
+  shop_id: string;
+  since: Date;
+  timezone: string;
+  carried_day: string | null;
+  carried_from: Date | null;
+  carried_until: Date | null;
 }
 
 /** Who was active on a shop's local day, kept while the day can still get entries: the first mark counts them. */
@@ -450,6 +467,8 @@ export interface InsightActiveDaysTable {
   shop_id: string;
   day: string;
   customer_id: string;
+  /** The bucket whose rollup counted the customer (null for markers written before migration 018). */
+  bucket: Date | null;
 }
 
 /** Redemptions per shop, bucket, reward and stripe; `discount` in the reward's unit. */
@@ -531,6 +550,7 @@ export interface Database {
   insight_buckets: InsightBucketsTable;
   insight_rewards: InsightRewardsTable;
   insight_active_days: InsightActiveDaysTable;
+  shop_timezones: ShopTimezonesTable;
   shopify_orders: ShopifyOrdersTable;
   shopify_customers: ShopifyCustomersTable;
   due_work_failures: DueWorkFailuresTable;

@@ -1,14 +1,18 @@
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import { type PurgeOptions, purgeInBatches } from '../db/purge.js';
-import type { Queryable } from '../db/transaction.js';
+import type { Queryable, Trx } from '../db/transaction.js';
 import { parseInput } from './validation.js';
 
 /**
  * Program insights (issue 20): the ledger's movements over time, read from `insight_buckets`,
  * which the statement writing each ledger entry keeps (migration 2026_11_25_013). A series never
  * scans the ledger: it sums at most a few rows per 15-minute bucket.
+ *
+ * A day is a day of the zone the shop had then (migration 2026_11_27_018): active members are
+ * counted per local day as entries are written, and could not be re-read in another zone's days,
+ * so a change of zone starts new days and leaves those before it as they were (shop_timezones).
  */
 export const INSIGHT_INTERVALS = ['hour', 'day'] as const;
 export type InsightInterval = (typeof INSIGHT_INTERVALS)[number];
@@ -19,6 +23,8 @@ export const MAX_INTERVALS: Record<InsightInterval, number> = { day: 366, hour: 
 /** Points moved in one interval (the shop's local hour or day starting at `at`), and the balance owed after it. */
 export type PointsInsight = {
   at: Date;
+  /** The local date the interval starts on (YYYY-MM-DD), in the zone whose day it is. */
+  date: string;
   issued: { orders: number; rules: number; manual: number; referrals: number; total: number };
   /** Taken by manual subtractions and lower sets (API, imports). */
   removedManually: number;
@@ -31,8 +37,7 @@ export type PointsInsight = {
   pending: number;
   /**
    * Customers with a ledger entry other than an expiry, or an order's pending points, that local
-   * day (days only: null in an hourly series). Counted on the day in the shop's time zone when the
-   * entry was written.
+   * day (days only: null in an hourly series).
    */
   activeMembers: number | null;
   /** Customers who joined in the interval (less those deleted since), and all members at its end. */
@@ -57,6 +62,7 @@ const insightsQuerySchema = z
 
 type Row = {
   at: Date;
+  date: string;
   issued_orders: string;
   issued_rules: string;
   issued_manual: string;
@@ -73,39 +79,41 @@ type Row = {
 };
 
 /**
- * The series of every local hour or day of the shop (its time zone) that starts in [from, to),
- * the first one rounded down to its start; an interval without movements is there with zeros.
+ * The series of every local hour or day of the shop that starts in [from, to), the first one
+ * rounded down to its start; an interval without movements is there with zeros. Days are the
+ * shop's days as it had them (its periods of time zones); hours are hours of its zone now.
  */
 export async function pointsInsights(db: Queryable, shopId: string, query: unknown): Promise<PointsInsights> {
   const { from, to, interval } = parseInput(insightsQuerySchema, query);
   const { timezone } = await db.selectFrom('shops').select('timezone').where('id', '=', shopId).executeTakeFirstOrThrow();
-  const step = sql.lit(`1 ${interval}`);
-  const unit = sql.lit(interval);
-  // Local days step in local time (a DST day has 23 or 25 hours); hours step in absolute time
-  // (a local hour is always 60 minutes, and a clock set back repeats one).
+  const current: Period = { since: null, timezone, carriedFrom: null, carriedUntil: null };
+  const periods = interval === 'day' ? await shopPeriods(db, shopId, current) : [current];
+  const start = sql`(select at from first)`;
+  // Days step in local time (a DST day has 23 or 25 hours); a local hour is always 60 minutes (a
+  // clock set back repeats one), so hours step in absolute time.
   const starts =
     interval === 'day'
-      ? sql`select s at time zone ${timezone} as at from generate_series(date_trunc(${unit}, ${from}::timestamptz at time zone ${timezone}), ${to}::timestamptz at time zone ${timezone}, ${step}::interval) s`
-      : sql`select s as at from generate_series(date_trunc(${unit}, ${from}::timestamptz at time zone ${timezone}) at time zone ${timezone}, ${to}::timestamptz, ${step}::interval) s`;
+      ? dayStarts(periods, start, to)
+      : sql`select s as at, to_char(s at time zone ${timezone}, 'YYYY-MM-DD') as date from generate_series(${start}, ${to}::timestamptz, interval '1 hour') s`;
   const net = sql`issued_orders + issued_rules + issued_manual + issued_referrals - removed_manual - redeemed - expired - clawed_back`;
   const { rows } = await sql<Row>`
-    with series as (select at from (${starts}) s where at < ${to}),
-    first as (select min(at) as at from series),
+    with first as (select ${intervalStart(periods, interval, sql`${from}::timestamptz`)} as at),
+    series as (select at, date from (${starts}) s where at < ${to}),
     moved as (
-      select date_trunc(${unit}, bucket at time zone ${timezone}) at time zone ${timezone} as at,
+      select ${intervalStart(periods, interval, sql`bucket`)} as at,
         sum(issued_orders) as issued_orders, sum(issued_rules) as issued_rules, sum(issued_manual) as issued_manual,
         sum(issued_referrals) as issued_referrals, sum(removed_manual) as removed_manual, sum(redeemed) as redeemed,
         sum(expired) as expired, sum(clawed_back) as clawed_back, sum(${net}) as net, sum(pending) as pending,
         sum(active_members) as active_members, sum(members) as members
       from insight_buckets
-      where shop_id = ${shopId} and bucket >= (select at from first) and bucket < ${to}
+      where shop_id = ${shopId} and bucket >= ${start} and bucket < ${to}
       group by 1
     ),
     before as (
       select coalesce(sum(${net}), 0) as net, coalesce(sum(pending), 0) as pending, coalesce(sum(members), 0) as members
-      from insight_buckets where shop_id = ${shopId} and bucket < (select at from first)
+      from insight_buckets where shop_id = ${shopId} and bucket < ${start}
     )
-    select s.at,
+    select s.at, s.date,
       coalesce(m.issued_orders, 0) as issued_orders, coalesce(m.issued_rules, 0) as issued_rules,
       coalesce(m.issued_manual, 0) as issued_manual, coalesce(m.issued_referrals, 0) as issued_referrals,
       coalesce(m.removed_manual, 0) as removed_manual, coalesce(m.redeemed, 0) as redeemed,
@@ -128,6 +136,7 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
       const issued = { orders: n(r.issued_orders), rules: n(r.issued_rules), manual: n(r.issued_manual), referrals: n(r.issued_referrals) };
       return {
         at: r.at,
+        date: r.date,
         issued: { ...issued, total: issued.orders + issued.rules + issued.manual + issued.referrals },
         removedManually: n(r.removed_manual),
         redeemed: n(r.redeemed),
@@ -143,6 +152,100 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
     rewards,
     tiers,
   };
+}
+
+/**
+ * A period of a shop's time zones (shop_timezones): from `since` (null: always), the days are
+ * those of `timezone`, once the day carried into it (from `carriedFrom`) ends at `carriedUntil`.
+ */
+type Period = { since: Date | null; timezone: string; carriedFrom: Date | null; carriedUntil: Date | null };
+
+/** The shop's periods, oldest first; `current` alone for a shop that never changed zone. */
+async function shopPeriods(db: Queryable, shopId: string, current: Period): Promise<Period[]> {
+  const rows = await db
+    .selectFrom('shop_timezones')
+    .select([sql<Date | null>`nullif(since, '-infinity')`.as('since'), 'timezone', 'carried_from', 'carried_until'])
+    .where('shop_id', '=', shopId)
+    .orderBy('shop_timezones.since')
+    .execute();
+  return rows.length ? rows.map((r) => ({ since: r.since, timezone: r.timezone, carriedFrom: r.carried_from, carriedUntil: r.carried_until })) : [current];
+}
+
+/**
+ * The start of the local day (or hour) that holds the instant `at`, as an expression: in `at`'s
+ * period, the start of the day carried into it while that lasts, else its zone's local start.
+ */
+function intervalStart(periods: Period[], unit: InsightInterval, at: RawBuilder<unknown>) {
+  const local = (p: Period) => {
+    const start = sql`date_trunc(${sql.lit(unit)}, ${at} at time zone ${p.timezone}) at time zone ${p.timezone}`;
+    return p.carriedUntil ? sql`case when ${at} < ${p.carriedUntil}::timestamptz then ${p.carriedFrom}::timestamptz else ${start} end` : start;
+  };
+  const later = periods.slice(1).map((p, i) => sql`when ${at} < ${p.since}::timestamptz then ${local(periods[i]!)}`);
+  return later.length ? sql`case ${sql.join(later, sql` `)} else ${local(periods.at(-1)!)} end` : local(periods[0]!);
+}
+
+/**
+ * The starts (and local dates) of the shop's days from `start` (that of the one holding
+ * `from`) up to `to`: each period gives its zone's midnights, once its carried day has ended.
+ */
+function dayStarts(periods: Period[], start: RawBuilder<unknown>, to: Date) {
+  const each = periods.map((p, i) => {
+    const lo = sql`greatest(${p.carriedUntil}::timestamptz, ${start})`;
+    const hi = sql`least(${periods[i + 1]?.since ?? null}::timestamptz, ${to}::timestamptz)`;
+    return sql`select s at time zone ${p.timezone} as at, to_char(s, 'YYYY-MM-DD') as date
+      from generate_series(date_trunc('day', ${lo} at time zone ${p.timezone}), ${hi} at time zone ${p.timezone}, interval '1 day') s
+      where s at time zone ${p.timezone} >= ${lo} and s at time zone ${p.timezone} < ${hi}`;
+  });
+  return sql.join(each, sql` union all `);
+}
+
+/**
+ * Starts a period of the shop's time zones (in the transaction that changes the zone, before it
+ * does): the day in progress goes on until the new zone's first midnight of a later date, so it is
+ * neither cut short nor followed by its own date again. Nothing counted is moved: a few rows,
+ * whatever the shop holds. A shop with nothing counted yet has no days to keep, and takes its zone
+ * for all time.
+ *
+ * The shop's row is locked FOR UPDATE, which waits for the writes in flight (each ledger or pending
+ * insert holds FOR KEY SHARE on it, by its foreign key) and holds new ones until the change commits;
+ * the period starts at the database's clock once the lock is held (or at `now`, when later). So an
+ * entry whose statement read the old zone was stamped before the change, and every later one reads
+ * the new zone: the days are exact under concurrent writes.
+ */
+export async function startTimezonePeriod(trx: Trx, shopId: string, timezone: string, now: Date): Promise<void> {
+  const shop = await trx.selectFrom('shops').select('timezone').where('id', '=', shopId).forUpdate().executeTakeFirst();
+  if (!shop || shop.timezone === timezone) return;
+  const counted = await trx.selectFrom('insight_buckets').select('bucket').where('shop_id', '=', shopId).limit(1).executeTakeFirst();
+  // A zone the database does not know (stored before settings checked it) cannot place a day; the
+  // new zone then takes over all of time, as for a shop with nothing counted yet.
+  const { rows: known } = await sql`select 1 from pg_timezone_names where name = ${shop.timezone}`.execute(trx);
+  if (!counted || known.length === 0) {
+    await trx.deleteFrom('shop_timezones').where('shop_id', '=', shopId).execute();
+    await trx.updateTable('shops').set({ timezone_days_from: null }).where('id', '=', shopId).execute();
+    return;
+  }
+  await sql`
+    with shop as (select timezone, timezone_days_from from shops where id = ${shopId}),
+    last as (select since, carried_day, carried_from from shop_timezones where shop_id = ${shopId} order by since desc limit 1),
+    at as (select greatest(${now}::timestamptz, clock_timestamp(), (select since + interval '1 millisecond' from last)) as t),
+    -- The day in progress: the carried one while it lasts, else a day of the zone the shop has now.
+    day as (
+      select t,
+        case when s.timezone_days_from is null or t >= s.timezone_days_from then (t at time zone s.timezone)::date else l.carried_day end as day,
+        case when s.timezone_days_from is null or t >= s.timezone_days_from then date_trunc('day', t at time zone s.timezone) at time zone s.timezone else l.carried_from end as day_from
+      from at cross join shop s left join last l on true
+    ),
+    initial as (
+      insert into shop_timezones (shop_id, since, timezone)
+      select ${shopId}, '-infinity', timezone from shop where not exists (select from last)
+    ),
+    period as (
+      insert into shop_timezones (shop_id, since, timezone, carried_day, carried_from, carried_until)
+      select ${shopId}, t, ${timezone}, day, day_from, (greatest((t at time zone ${timezone})::date, day) + 1)::timestamp at time zone ${timezone}
+      from day
+      returning carried_until
+    )
+    update shops set timezone_days_from = (select carried_until from period) where id = ${shopId}`.execute(trx);
 }
 
 /** Redemptions in [from, to) by reward, most redeemed first; a deleted reward keeps its figures, without a name. */
@@ -206,14 +309,17 @@ export async function compactInsights(db: DB, before: Date, options: PurgeOption
 
 /**
  * Deletes the active-member markers of days before `before`'s UTC date: at least two local days
- * past in any time zone, so no entry can mark them again. In the retention loop.
+ * past in any time zone, so no entry can mark them again; but a day carried over a change of time
+ * zone can last longer (it goes on until the new zone's next midnight), so its markers stay until
+ * it ended before `before`. In the retention loop.
  */
 export async function purgeActiveMemberMarkers(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
   return purgeInBatches<true>(options, async (_position, limit) => {
     const { rows } = await sql<{ n: string }>`
       with gone as (
         delete from insight_active_days where (day, shop_id, customer_id) in (
-          select day, shop_id, customer_id from insight_active_days where day < ${before.toISOString().slice(0, 10)}::date
+          select day, shop_id, customer_id from insight_active_days m where day < ${before.toISOString().slice(0, 10)}::date
+            and not exists (select from shop_timezones p where p.shop_id = m.shop_id and p.carried_day = m.day and p.carried_until > ${before})
           order by day, shop_id, customer_id limit ${limit})
         returning 1)
       select count(*) as n from gone`.execute(db);

@@ -5,6 +5,7 @@ import type { ShopsTable } from '../db/schema.js';
 import { inTransaction, type Queryable } from '../db/transaction.js';
 import { NotFoundError, RuleViolationError } from './errors.js';
 import { EXPIRY_DAYS_MAX, EXPIRY_MODES, type ExpirySettings, switchExpiryMode } from './expiry.js';
+import { startTimezonePeriod } from './insights.js';
 import { currencySchema } from './money.js';
 import { MAX_AMOUNT } from './points.js';
 import { signUpBonusSince } from './rule-awards.js';
@@ -162,8 +163,8 @@ export async function getShopSettings(db: Queryable, shopId: string): Promise<Sh
   return toSettings(row);
 }
 
-/** The one writer of shop settings (GraphQL shopSettingsUpdate and shopReferralSettingsUpdate). */
-export async function updateShopSettings(db: DB, shopId: string, input: unknown): Promise<{ settings: ShopSettings }> {
+/** The one writer of shop settings (GraphQL shopSettingsUpdate and shopReferralSettingsUpdate); `now` is when it takes effect. */
+export async function updateShopSettings(db: DB, shopId: string, input: unknown, now = new Date()): Promise<{ settings: ShopSettings }> {
   const data = parseInput(shopSettingsInputSchema, input);
   const changes = {
     referral_referrer_points: data.referrerPoints,
@@ -189,8 +190,9 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown)
   if (Object.values(changes).every((v) => v === undefined)) return { settings: await getShopSettings(db, shopId) };
   if (data.currency !== undefined) await refuseCurrencyInUse(db, shopId, data.currency);
   if (data.timezone !== undefined) changes.timezone = await databaseTimeZone(db, data.timezone);
-  const now = new Date();
   const row = await inTransaction(db, async (trx) => {
+    // Insights' days: a new zone's start from now on (insights.ts); read before the zone changes.
+    if (changes.timezone !== undefined) await startTimezonePeriod(trx, shopId, changes.timezone, now);
     // Locked FOR UPDATE before it is read: switchExpiryMode needs that lock, and two changes of mode (or of tier metric) wait for each other.
     const before = data.expiry || data.tiers ? await trx.selectFrom('shops').select(['expiry_mode', 'tier_metric']).where('id', '=', shopId).forUpdate().executeTakeFirst() : undefined;
     // Kysely leaves undefined values out of the SET list: omitted fields keep their value.

@@ -26,6 +26,9 @@ const PointsInsight = builder.objectRef<PointsInsightShape>('PointsInsight').imp
   description: 'The ledger over one local hour or day of the shop, starting at `at`.',
   fields: (t) => ({
     at: t.expose('at', { type: 'DateTime', description: 'The interval\'s start, the shop\'s local midnight (or hour) as an instant.' }),
+    date: t.exposeString('date', {
+      description: 'The local date the interval starts on (YYYY-MM-DD). A day before a change of time zone is a day of the zone the shop had then: label days with this, not with `at` read in `timezone`.',
+    }),
     issued: t.field({ type: PointsIssued, resolve: (p) => p.issued }),
     removedManually: t.expose('removedManually', { type: 'BigCount', description: 'Taken by points/substract, lower sets and imports.' }),
     redeemed: t.expose('redeemed', { type: 'BigCount', description: 'Spent on discount codes.' }),
@@ -37,7 +40,7 @@ const PointsInsight = builder.objectRef<PointsInsightShape>('PointsInsight').imp
       type: 'BigCount',
       nullable: true,
       description:
-        'Customers with a ledger entry other than an expiry, or an order\'s pending points, on this local day (of the shop\'s time zone when the entry was written). Days only: null in an hourly series.',
+        'Customers with a ledger entry other than an expiry, or an order\'s pending points, on this local day. Days only: null in an hourly series.',
     }),
     newMembers: t.expose('newMembers', { type: 'BigCount', description: 'Customers who joined in the interval.' }),
     members: t.expose('members', { type: 'BigCount', description: 'All customers at the interval\'s end.' }),
@@ -67,7 +70,9 @@ const TierCount = builder.objectRef<TierCountShape>('TierCount').implement({
 const ShopInsights = builder.objectRef<PointsInsightsShape>('ShopInsights').implement({
   fields: (t) => ({
     interval: t.field({ type: InsightInterval, resolve: (i) => i.interval }),
-    timezone: t.exposeString('timezone', { description: 'The shop\'s time zone, whose hours and days the intervals are.' }),
+    timezone: t.exposeString('timezone', {
+      description: 'The shop\'s time zone now, whose hours and days the intervals are; days before a change of time zone are those of the zone the shop had then (see `date`).',
+    }),
     points: t.field({ type: [PointsInsight], resolve: (i) => i.points }),
     rewards: t.field({ type: [RewardInsight], description: 'Redemptions by reward over the series\' range, most redeemed first.', resolve: (i) => i.rewards }),
     tiers: t.field({ type: [TierCount], description: 'Members per VIP tier now, lowest first.', resolve: (i) => i.tiers }),
@@ -78,7 +83,7 @@ builder.objectFields(Shop, (t) => ({
   insights: t.field({
     type: ShopInsights,
     description:
-      'The program over time: every local hour or day (the shop\'s time zone) starting in [from, to), the first rounded down to its start; ' +
+      'The program over time: every local hour or day (the shop\'s time zone; a day before a change of zone is a day of the zone it had then) starting in [from, to), the first rounded down to its start; ' +
       'at most 366 days or 744 hours. Read from rollups the ledger writes keep, never by scanning the ledger.',
     args: {
       from: t.arg({ type: 'DateTime', required: true }),

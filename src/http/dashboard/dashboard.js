@@ -15,7 +15,7 @@ const EVENTS_QUERY = 'subscription Live($topics: [String!]!) { events(topics: $t
 const PROGRAM_QUERY = `query Program($from: DateTime!, $to: DateTime!, $recent: Int!) {
   shop { insights(from: $from, to: $to, interval: day) {
     timezone
-    points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members }
+    points { at date issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members }
     rewards { rewardId name type codes points discount }
     tiers { tierId name members }
   } }
@@ -224,8 +224,9 @@ function renderProgram(insights, days) {
   text('#kpi-rate', issued > 0 ? `${((redeemed * 100) / issued).toFixed(1)} %` : '–');
   text('#kpi-expired', fmt(sum((p) => p.expired)));
 
-  const dayLabel = new Intl.DateTimeFormat('en-US', { timeZone: insights.timezone, month: 'short', day: 'numeric' });
-  const labels = points.map((p) => dayLabel.format(new Date(p.at)));
+  // By each day's own date: a day before a change of time zone is a day of the zone the shop had then.
+  const dayLabel = new Intl.DateTimeFormat('en-US', { timeZone: 'UTC', month: 'short', day: 'numeric' });
+  const labels = points.map((p) => dayLabel.format(new Date(`${p.date}T00:00:00Z`)));
   const tierRows = insights.tiers.map((t) => [t.name, t.members]);
   tierRows.unshift(['No tier', last.members - insights.tiers.reduce((s, t) => s + t.members, 0)]);
   const charts = state.charts ?? (state.charts = createCharts());
