@@ -22,14 +22,23 @@ export type Measurement = {
 };
 
 /** Requests over a latency bound whose starts fall close together: one stall, not many slow requests. */
-export type SlowEpisode = { startSec: number; endSec: number; requests: number; maxMs: number };
+export type SlowEpisode = {
+  /** Seconds from the run's start. */
+  startSec: number;
+  endSec: number;
+  /** The same as wall-clock times (epoch ms), to match with what else happened then. */
+  fromMs: number;
+  toMs: number;
+  requests: number;
+  maxMs: number;
+};
 
 /**
  * Groups the requests slower than `boundMs` into episodes (starts within `gapMs` of the previous
  * slow one), slowest first. Scattered slow requests are queueing; a tight episode of dozens is a
  * stall, and its time can be matched with what the server or the database did then.
  */
-export function slowEpisodes(sent: ArrayLike<number>, latencies: ArrayLike<number>, boundMs: number, gapMs = 50): SlowEpisode[] {
+export function slowEpisodes(sent: ArrayLike<number>, latencies: ArrayLike<number>, boundMs: number, originMs: number, gapMs = 50): SlowEpisode[] {
   const slow = Array.from({ length: latencies.length }, (_, i) => i)
     .filter((i) => latencies[i]! > boundMs)
     .sort((a, b) => sent[a]! - sent[b]!);
@@ -39,10 +48,11 @@ export function slowEpisodes(sent: ArrayLike<number>, latencies: ArrayLike<numbe
   for (const i of slow) {
     const at = sent[i]! / 1000;
     if (!last || sent[i]! - lastSent > gapMs) {
-      last = { startSec: at, endSec: at, requests: 0, maxMs: 0 };
+      last = { startSec: at, endSec: at, fromMs: originMs + sent[i]!, toMs: originMs + sent[i]!, requests: 0, maxMs: 0 };
       episodes.push(last);
     }
     last.endSec = (sent[i]! + latencies[i]!) / 1000;
+    last.toMs = originMs + sent[i]! + latencies[i]!;
     last.requests++;
     last.maxMs = Math.max(last.maxMs, latencies[i]!);
     lastSent = sent[i]!;
@@ -241,6 +251,7 @@ export async function runOpenLoop(load: Omit<HttpLoad, 'amount'> & { rate: numbe
   let failed = 0;
   const inFlight: Array<Promise<void>> = [];
   const started = performance.now();
+  const startedAt = Date.now();
   const send = async (scheduled: number) => {
     try {
       const res = await pool.request({ method: load.method ?? 'POST', path: pathname + search, headers: load.headers, body: load.body?.() });
@@ -266,6 +277,6 @@ export async function runOpenLoop(load: Omit<HttpLoad, 'amount'> & { rate: numbe
   await Promise.all(inFlight);
   const durationSec = (performance.now() - started) / 1000;
   await pool.close();
-  const slow = load.slowMs === undefined ? {} : { slow: slowEpisodes(sentAt, latencies, load.slowMs) };
+  const slow = load.slowMs === undefined ? {} : { slow: slowEpisodes(sentAt, latencies, load.slowMs, startedAt) };
   return { rate: latencies.length / durationSec, ...summarize(latencies), ok: latencies.length, failed, durationSec, latencies, ...slow };
 }

@@ -5,6 +5,7 @@ import { upsertCustomer } from '../../src/domain/customers.js';
 import { createShop } from '../../src/domain/shops.js';
 import os from 'node:os';
 import { loadConfig } from '../../src/config.js';
+import { type ProbeCommit, startCommitProbe, stalledCommit } from '../lib/commit-probe.js';
 import { type CpuBreakdown, type CpuSpan, cpuBreakdown, sampleCpu } from '../lib/cpu.js';
 import { amountFor, combine, type Measurement, runHttpLoad, runOpenLoop, warmUp } from '../lib/load.js';
 import { findPgbench, runPgbench } from '../lib/pgbench.js';
@@ -211,17 +212,24 @@ async function run(options: BenchOptions): Promise<boolean> {
     // Then open loop at half the saturated rate: closed-loop latency at saturation is mostly
     // queueing (connections / rate), so the latency a shop sees at a load the server keeps up
     // with needs its own phase.
+    // Beside it, a bare commit on the database every 20 ms (bench/lib/commit-probe.ts): a stall
+    // of the database's WAL flush shows there too, one of the service's own does not.
     const steady: Partial<Record<HttpFace, Measurement>> = {};
+    const probed: Partial<Record<HttpFace, ProbeCommit[]>> = {};
     for (const face of faces) {
       const rate = Math.round(combine(turns[face]).rate / 2);
       await checkpoint();
+      const probe = await startCommitProbe(schema.url);
       const m = await runOpenLoop({ ...load(face), rate, durationSec: options.durationSec, slowMs: TARGETS.p99Ms });
+      const commits = (probed[face] = await probe.stop());
       successes[face] += m.ok;
       steady[face] = m;
       process.stdout.write(`  ${face.padEnd(8)} at ${rate} req/s: p50 ${fmt.ms(m.p50)}, p99 ${fmt.ms(m.p99)}${m.failed ? `, ${m.failed} failed` : ''}\n`);
       // Where the slow requests were: one tight episode is a stall, scattered ones are queueing.
       for (const e of m.slow!.slice(0, 3)) {
-        process.stdout.write(`    over ${TARGETS.p99Ms} ms: ${e.requests} requests sent ${e.startSec.toFixed(2)}-${e.endSec.toFixed(2)} s, up to ${fmt.ms(e.maxMs)}\n`);
+        const flush = stalledCommit(commits, e.fromMs, e.toMs, TARGETS.p99Ms);
+        const why = flush ? `; a bare commit on the database took ${fmt.ms(flush.ms)} then` : '';
+        process.stdout.write(`    over ${TARGETS.p99Ms} ms: ${e.requests} requests sent ${e.startSec.toFixed(2)}-${e.endSec.toFixed(2)} s, up to ${fmt.ms(e.maxMs)}${why}\n`);
       }
     }
 
@@ -271,7 +279,7 @@ async function run(options: BenchOptions): Promise<boolean> {
 
     const checks = await checkLedger(schema.url, shopId, successes);
     for (const error of phaseErrors) checks.push({ name: 'phase ran', ok: false, detail: error.slice(0, 200) });
-    printReport(options, { results, turns, roundSec }, steady, cpu, checks);
+    printReport(options, { results, turns, roundSec }, steady, probed, cpu, checks);
     return checks.every((c) => c.ok);
   } finally {
     await server?.stop();
@@ -283,6 +291,7 @@ function printReport(
   options: BenchOptions,
   saturated: { results: Partial<Record<Face, Measurement>>; turns: Record<Face, Measurement[]>; roundSec: number },
   steady: Partial<Record<HttpFace, Measurement>>,
+  probed: Partial<Record<HttpFace, ProbeCommit[]>>,
   cpu: Partial<Record<Face, CpuBreakdown>>,
   checks: Check[],
 ): void {
@@ -351,6 +360,14 @@ function printReport(
       ...(['rest', 'graphql', 'pgbench'] as const)
         .filter((face) => results[face]?.failures)
         .map((face) => `${face} failures: ${results[face]!.failures}`),
+      '',
+      `bare commits on the database over ${TARGETS.p99Ms} ms during the open loop (the database's own flush stalls): ${(['rest', 'graphql'] as const)
+        .filter((face) => probed[face])
+        .map((face) => {
+          const slow = probed[face]!.filter((c) => c.ms > TARGETS.p99Ms);
+          return `${face} ${slow.length} of ${probed[face]!.length}${slow.length ? ` (slowest ${fmt.ms(Math.max(...slow.map((c) => c.ms)))})` : ''}`;
+        })
+        .join(', ')}`,
       '',
       formatTable(['target', 'value', 'single rounds', 'target', 'result'], targets),
       '',
