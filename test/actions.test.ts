@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { updateShopSettings } from '../src/domain/shop-settings.js';
-import { birthdaysOn, reportAction, shopPeriods } from '../src/domain/rule-awards.js';
+import { birthdaysOn } from '../src/domain/birthday-run.js';
+import { shopPeriods } from '../src/domain/calendar.js';
+import { reportAction } from '../src/domain/rule-awards.js';
 import { startTestApp, type TestApp } from './helpers.js';
 
 let t: TestApp;

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nextDay, shopPeriods, startOfShopDay } from '../src/domain/rule-awards.js';
+import { nextDay, shopPeriods, startOfShopDay } from '../src/domain/calendar.js';
 import { updateShopSettings } from '../src/domain/shop-settings.js';
 import { until } from './live-helpers.js';
 import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type DB, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import type { Trx } from '../src/db/transaction.js';
-import { upsertCustomer } from '../src/domain/customers.js';
+import { upsertCustomer } from '../src/domain/sign-up.js';
 import { type ImportRecord, importCustomers } from '../src/domain/customers-import.js';
 import { createEarningRule } from '../src/domain/earning-rules.js';
 import { countRecords } from '../src/cli/import-file.js';

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { MAX_ATTEMPTS, RETRY_DELAYS_MS, recordFailure } from '../src/domain/scheduling.js';
-import { shopPeriods } from '../src/domain/rule-awards.js';
+import { shopPeriods } from '../src/domain/calendar.js';
 import { createShop } from '../src/domain/shops.js';
 import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';

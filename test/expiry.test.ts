@@ -4,7 +4,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPointsRedemption } from '../src/domain/redemptions.js';
-import { shopPeriods, startOfShopDay } from '../src/domain/rule-awards.js';
+import { shopPeriods, startOfShopDay } from '../src/domain/calendar.js';
 import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 

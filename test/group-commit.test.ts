@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseOverloadedError } from '../src/db/database.js';
 import { groupCommit } from '../src/db/group-commit.js';
 import type { Database } from '../src/db/schema.js';
-import { upsertCustomer } from '../src/domain/customers.js';
+import { upsertCustomer } from '../src/domain/sign-up.js';
 import { changePoints } from '../src/domain/points.js';
 import { createShop } from '../src/domain/shops.js';
 import { openLoggedPglite } from './helpers.js';

@@ -12,7 +12,7 @@ import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import type { Database } from '../src/db/schema.js';
 import { createShop } from '../src/domain/shops.js';
-import { upsertCustomer } from '../src/domain/customers.js';
+import { upsertCustomer } from '../src/domain/sign-up.js';
 import { changePoints } from '../src/domain/points.js';
 import { createLogger } from '../src/logger.js';
 

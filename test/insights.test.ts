@@ -5,7 +5,7 @@ import { type Insertable, Migrator, sql } from 'kysely';
 import { migrations } from '../migrations/index.js';
 import { openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { upsertCustomer } from '../src/domain/customers.js';
+import { upsertCustomer } from '../src/domain/sign-up.js';
 import { compactInsights, pointsInsights, purgeActiveMemberMarkers } from '../src/domain/insights.js';
 import { createEarningRule } from '../src/domain/earning-rules.js';
 import { upsertOrder } from '../src/domain/order-writes.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../src/db/database.js';
 import { inTransaction } from '../src/db/transaction.js';
-import { upsertCustomer } from '../src/domain/customers.js';
+import { upsertCustomer } from '../src/domain/sign-up.js';
 import { recordEvent } from '../src/domain/events.js';
 import { changePoints } from '../src/domain/points.js';
 import { createShop } from '../src/domain/shops.js';

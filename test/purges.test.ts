@@ -9,7 +9,7 @@ import { claimIdempotencyKey, IDEMPOTENCY_TTL_MS, purgeExpiredIdempotencyKeys } 
 import { newId } from '../src/domain/ids.js';
 import { changePoints } from '../src/domain/points.js';
 import { createShop } from '../src/domain/shops.js';
-import { upsertCustomer } from '../src/domain/customers.js';
+import { upsertCustomer } from '../src/domain/sign-up.js';
 import { inTransaction } from '../src/db/transaction.js';
 import { purgeProcessedShopifyWebhooks } from '../src/domain/shopify-connector.js';
 import { purgeExpiredCustomerAccessTokens } from '../src/domain/customer-access-tokens.js';

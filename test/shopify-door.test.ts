@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UnauthenticatedError } from '../src/domain/errors.js';
 import { receiveShopifyWebhook, SHOPIFY_BODY_MAX_DEPTH, setShopifyConnection } from '../src/domain/shopify-connector.js';
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
-import { createSecretBox, type SecretBox } from '../src/webhooks/secret-box.js';
+import type { SecretBox } from '../src/domain/sealing.js';
+import { createSecretBox } from '../src/webhooks/secret-box.js';
 import { onPostgres, startTestApp, type TestApp } from './helpers.js';
 
 /**

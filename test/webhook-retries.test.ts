@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { upsertCustomer } from '../src/domain/customers.js';
+import { upsertCustomer } from '../src/domain/sign-up.js';
 import { createEarningRule } from '../src/domain/earning-rules.js';
 import { EVENT_TOPICS } from '../src/domain/events.js';
 import { newId } from '../src/domain/ids.js';

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { upsertCustomer } from '../src/domain/customers.js';
+import { upsertCustomer } from '../src/domain/sign-up.js';
 import { newId } from '../src/domain/ids.js';
 import { changePoints } from '../src/domain/points.js';
 import { createShop } from '../src/domain/shops.js';

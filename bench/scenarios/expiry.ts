@@ -5,7 +5,7 @@
 // fall: their points left the rolling window), beside the same load.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { updateShopSettings } from '../../src/domain/shop-settings.js';
 import { createShop } from '../../src/domain/shops.js';
 import { createTier } from '../../src/domain/tiers.js';

@@ -5,7 +5,7 @@
 // /points/add with the rollup triggers (movements and active members) on and off, in turns, at 32
 // connections: the write rate the rollups leave.
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { compactInsights } from '../../src/domain/insights.js';
 import { createShop } from '../../src/domain/shops.js';
 import { combine, inTurns, type Measurement, summarize, warmUp } from '../lib/load.js';

@@ -5,7 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { changePoints } from '../../src/domain/points.js';
 import { createPointsRedemption, redeemPoints } from '../../src/domain/redemptions.js';
 import { updateShopSettings } from '../../src/domain/shop-settings.js';

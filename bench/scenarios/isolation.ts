@@ -10,7 +10,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { createShop } from '../../src/domain/shops.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';

@@ -10,7 +10,7 @@ import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { createEarningRule } from '../../src/domain/earning-rules.js';
 import { createShop } from '../../src/domain/shops.js';
 import { amountFor, combine, inTurns, runHttpLoad, warmUp } from '../lib/load.js';

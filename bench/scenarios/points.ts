@@ -1,7 +1,7 @@
 // Points: REST POST /rest-api/v1/points/add and GraphQL pointsAdd against pgbench running the same
 // SQL transaction as changePoints (src/domain/points.ts) on the same tables, then a ledger check.
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { createShop } from '../../src/domain/shops.js';
 import os from 'node:os';
 import { loadConfig } from '../../src/config.js';

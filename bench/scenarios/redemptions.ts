@@ -1,7 +1,7 @@
 // Redemptions: REST GET /pointsRedemptions (pageSize 50) and POST /pointsRedemptions (redeem),
 // then a check that every redemption left exactly one ledger entry, code and outbox event.
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { changePoints } from '../../src/domain/points.js';
 import { createPointsRedemption } from '../../src/domain/redemptions.js';
 import { createShop } from '../../src/domain/shops.js';

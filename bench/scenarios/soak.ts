@@ -9,7 +9,7 @@ import autocannon from 'autocannon';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { changePoints } from '../../src/domain/points.js';
 import { createPointsRedemption } from '../../src/domain/redemptions.js';
 import { createShop } from '../../src/domain/shops.js';

@@ -4,7 +4,7 @@
 // taking turns in the same run at the same connections, over many customers.
 import { openDatabase } from '../../src/db/database.js';
 import { createCustomerAccessToken } from '../../src/domain/customer-access-tokens.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { changePoints } from '../../src/domain/points.js';
 import { createPointsRedemption } from '../../src/domain/redemptions.js';
 import { createShop } from '../../src/domain/shops.js';

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Client, createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { createShop } from '../../src/domain/shops.js';
 import { processCpuSeconds } from '../lib/cpu.js';
 import { createIsolatedSchema } from '../lib/postgres.js';

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { createShop } from '../../src/domain/shops.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';

@@ -3,7 +3,8 @@ import type { EarningRuleRow } from '../db/schema.js';
 import type { Trx } from '../db/transaction.js';
 import { RuleViolationError } from './errors.js';
 import { newId } from './ids.js';
-import { birthdaysOn, credit, nextDay, shopPeriods, startOfShopDay } from './rule-awards.js';
+import { nextDay, shopPeriods, startOfShopDay } from './calendar.js';
+import { credit } from './rule-credit.js';
 import type { DueWork } from './scheduling.js';
 import { moveShopDay, oldestDueShopDay, runDueShopDays, type ShopDayRun } from './shop-days.js';
 
@@ -84,4 +85,12 @@ export async function startBirthdayRun(trx: Trx, shopId: string, now = new Date(
     .values({ shop_id: shopId, kind: 'birthdays', day, due_at: startOfShopDay(day, timezone) })
     .onConflict((oc) => oc.columns(['shop_id', 'kind']).doNothing())
     .execute();
+}
+
+/** The month-days ('MM-DD') born on which `localDay` (the shop's date) is the birthday: 29 February falls on 28 February in other years. */
+export function birthdaysOn(localDay: string): string[] {
+  const year = Number(localDay.slice(0, 4));
+  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+  const monthDay = localDay.slice(5);
+  return monthDay === '02-28' && !leap ? ['02-28', '02-29'] : [monthDay];
 }

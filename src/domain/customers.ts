@@ -1,13 +1,12 @@
 import { type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
-import type { DB } from '../db/database.js';
 import type { CustomerRow } from '../db/schema.js';
-import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
+import type { Queryable, Trx } from '../db/transaction.js';
 import { ConflictError, NotFoundError } from './errors.js';
 import { recordEvent } from './events.js';
 import { newId } from './ids.js';
+import { offsetPageSchema } from './offset-pages.js';
 import { decodeCursor, encodeCursor, type Page, type PageArgs } from './pagination.js';
-import { parseInput } from './validation.js';
 
 export type Customer = {
   _id: string;
@@ -96,37 +95,26 @@ export async function customersByIds(db: Queryable, shopId: string, ids: readonl
   return ids.map((id) => byId.get(id) ?? null);
 }
 
+/** The query of the contract's per-customer lists (GET /pointsRedemptions, GET /referral/referee). */
+export const customerPageQuerySchema = offsetPageSchema.extend({ customerIdentifier: customerIdentifierSchema });
+
 export function customerNotFound(identifier: CustomerKey) {
   // An id comes from a token whose customer was deleted since: no argument of the request named it.
   if (typeof identifier !== 'string') return new NotFoundError('customer_not_found', 'the customer of this token no longer exists');
   return new NotFoundError('customer_not_found', `no customer matches "${identifier}"`, ['customerIdentifier']);
 }
 
-/** Creates the customer, or updates e-mail and birthday of the one with that shopifyCustomerId. */
-export async function upsertCustomer(
-  db: DB,
-  shopId: string,
-  input: unknown,
-): Promise<{ customer: Customer; created: boolean }> {
-  const data = parseInput(customerInputSchema, input);
-  return inTransaction(db, (trx) => upsertCustomerIn(trx, shopId, data));
-}
-
-/** The upsert inside the caller's transaction (a referral sign-up creates its referee this way). */
-export async function upsertCustomerIn(
+/**
+ * Creates the customer, or updates e-mail and birthday of the one with that shopifyCustomerId, in
+ * the caller's transaction. A sign-up's points are the program's (upsertCustomerIn in
+ * src/domain/program), which calls this.
+ */
+export async function saveCustomerIn(
   trx: Trx,
   shopId: string,
   data: z.output<typeof customerInputSchema>,
-  options: {
-    /**
-     * When the customer signed up with the shop, as its source says (Shopify's created_at; null:
-     * it did not say): the sign-up bonus then goes only to one who signed up since the program
-     * started (awardSignUp). Left out: the sign-up is this call.
-     */
-    signedUpAt?: Date | null;
-    /** This transaction holds its turn on the new customer already (below). */
-    hasTurn?: boolean;
-  } = {},
+  /** This transaction holds its turn on the new customer already (below). */
+  hasTurn = false,
 ): Promise<{ customer: Customer; created: boolean }> {
   const existing = await trx
     .selectFrom('customers')
@@ -135,12 +123,12 @@ export async function upsertCustomerIn(
     .where('shopify_customer_id', '=', data.shopifyCustomerId)
     .forUpdate()
     .executeTakeFirst();
-  if (!existing && !options.hasTurn) {
+  if (!existing && !hasTurn) {
     // Upserts of one new customer take turns: the next waits here for the first's commit, then finds
     // the customer and updates it. Two inserts racing would meet on the e-mail's unique index too,
     // which ON CONFLICT (one arbiter, the shop's customer id) cannot turn into an update.
     await sql`select pg_advisory_xact_lock(hashtextextended(${`${shopId}/${data.shopifyCustomerId}`}, 0))`.execute(trx);
-    return upsertCustomerIn(trx, shopId, data, { ...options, hasTurn: true });
+    return saveCustomerIn(trx, shopId, data, true);
   }
   try {
     if (existing) {
@@ -172,13 +160,10 @@ export async function upsertCustomerIn(
       .onConflict((oc) => oc.columns(['shop_id', 'shopify_customer_id']).doNothing())
       .returningAll()
       .executeTakeFirst();
-    if (!row) return upsertCustomerIn(trx, shopId, data, { ...options, hasTurn: true });
+    if (!row) return saveCustomerIn(trx, shopId, data, true);
     const customer = toCustomer(row);
     await recordEvent(trx, shopId, 'customers/created', customer);
-    // A sign-up rule's points come with the sign-up, in the same transaction. Loaded here, not at
-    // the top: rule-awards builds on points.ts, which builds on this module's schemas.
-    const { awardSignUp } = await import('./rule-awards.js');
-    return { customer: await awardSignUp(trx, shopId, customer, options.signedUpAt), created: true };
+    return { customer, created: true };
   } catch (err) {
     throw translateUniqueViolation(err);
   }

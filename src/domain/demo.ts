@@ -1,5 +1,5 @@
 import type { DB } from '../db/database.js';
-import { upsertCustomer } from './customers.js';
+import { upsertCustomer } from './sign-up.js';
 import { changePoints } from './points.js';
 import { createPointsRedemption } from './redemptions.js';
 import { linkReferee } from './referrals.js';

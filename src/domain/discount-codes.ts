@@ -2,8 +2,11 @@ import type { Insertable } from 'kysely';
 import type { DiscountCodeRow, DiscountCodesTable } from '../db/schema.js';
 import type { Queryable, Trx } from '../db/transaction.js';
 import { newId, randomString, READABLE_ALPHABET } from './ids.js';
-import type { RedemptionType } from './redemptions.js';
 import { type Page, type PageArgs, pageBySeq, pagesBySeq, type SeqList } from './pagination.js';
+
+/** The reward types a code can be for; a code has its reward's. */
+export const REDEMPTION_TYPES = ['amount', 'percentage', 'shipping', 'free_product'] as const;
+export type RedemptionType = (typeof REDEMPTION_TYPES)[number];
 
 /** Random characters after the prefix: 31^10 ≈ 8·10^14 codes per prefix, so guessing one is hopeless. */
 export const DISCOUNT_CODE_RANDOM_LENGTH = 10;

@@ -1,6 +1,5 @@
 import type { SelectQueryBuilder } from 'kysely';
 import { z } from 'zod';
-import { customerIdentifierSchema } from './customers.js';
 
 /** The contract's maximum `pageSize` on list endpoints. */
 export const MAX_PAGE_SIZE = 250;
@@ -18,9 +17,6 @@ export const offsetPageSchema = z.object({
   pageSize: positiveInteger(MAX_PAGE_SIZE),
 });
 export type OffsetPage = z.output<typeof offsetPageSchema>;
-
-/** The query of the contract's per-customer lists (GET /pointsRedemptions, GET /referral/referee). */
-export const customerPageQuerySchema = offsetPageSchema.extend({ customerIdentifier: customerIdentifierSchema });
 
 export function offsetOf(page: OffsetPage): number {
   return (page.page - 1) * page.pageSize;

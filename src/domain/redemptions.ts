@@ -3,19 +3,18 @@ import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { PointsRedemptionRow } from '../db/schema.js';
 import { inTransaction, type Queryable } from '../db/transaction.js';
-import { type Customer, customerIdentifierSchema, type CustomerKey, getCustomer, lockCustomer } from './customers.js';
-import { type DiscountCode, issueDiscountCode } from './discount-codes.js';
+import { type Customer, customerIdentifierSchema, type CustomerKey, customerPageQuerySchema, getCustomer, lockCustomer } from './customers.js';
+import { type DiscountCode, issueDiscountCode, REDEMPTION_TYPES, type RedemptionType } from './discount-codes.js';
 import { NotFoundError, RuleViolationError, ValidationError } from './errors.js';
 import { recordEvent } from './events.js';
 import { isId, newId } from './ids.js';
-import { customerPageQuerySchema, offsetOf } from './offset-pages.js';
+import { offsetOf } from './offset-pages.js';
 import { decodeCursor, encodeCursor, invalidCursor, type Page, type PageArgs } from './pagination.js';
 import { type Activity, applyBalanceChange, MAX_AMOUNT } from './points.js';
 import { parseInput } from './validation.js';
 
 // The contract names some values of these enumerations; the rest fill the gaps the way
 // Shopify discounts (which the codes end up as) model them.
-export const REDEMPTION_TYPES = ['amount', 'percentage', 'shipping', 'free_product'] as const;
 export const EXCHANGE_TYPES = ['fixed', 'variable'] as const;
 export const PURCHASE_TYPES = ['one_time', 'subscription', 'both'] as const;
 export const APPLY_PRODUCT_OPTIONS = ['all', 'collections', 'products'] as const;
@@ -23,8 +22,6 @@ export const MINIMUM_REQUIREMENT_TYPES = ['none', 'purchase_amount', 'quantity']
 export const EXPIRE_DATE_TYPES = ['none', 'days', 'date'] as const;
 /** Which other discount classes a code combines with (`combinations`). */
 export const DISCOUNT_COMBINATIONS = ['order_discounts', 'product_discounts', 'shipping_discounts'] as const;
-
-export type RedemptionType = (typeof REDEMPTION_TYPES)[number];
 
 /** Discount values (and the variable exchange's product) stay below this, in cents-exact numbers. */
 export const MAX_DISCOUNT_VALUE = 1_000_000_000;

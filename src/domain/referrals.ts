@@ -2,21 +2,12 @@ import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
-import {
-  type Customer,
-  customerIdentifierSchema,
-  type CustomerKey,
-  customerInputSchema,
-  findCustomer,
-  getCustomer,
-  lockCustomer,
-  toCustomer,
-  upsertCustomerIn,
-} from './customers.js';
+import { type Customer, customerIdentifierSchema, customerInputSchema, type CustomerKey, customerPageQuerySchema, findCustomer, getCustomer, lockCustomer, toCustomer } from './customers.js';
+import { upsertCustomerIn } from './sign-up.js';
 import { ConflictError, NotFoundError, RuleViolationError } from './errors.js';
 import { recordEvent } from './events.js';
 import { newId, randomString, READABLE_ALPHABET } from './ids.js';
-import { customerPageQuerySchema, pageOfKeys } from './offset-pages.js';
+import { pageOfKeys } from './offset-pages.js';
 import { type Page, type PageArgs, pageBySeq, pagesBySeq, type SeqList } from './pagination.js';
 import { applyBalanceChange, nextBalance } from './points.js';
 import { shopSettingsInputSchema, updateShopSettings } from './shop-settings.js';

@@ -6,7 +6,9 @@ import { type Customer, customerIdentifierSchema, type CustomerKey, getCustomer,
 import { type EarningRule, toEarningRule } from './earning-rules.js';
 import { NotFoundError, RuleViolationError } from './errors.js';
 import { newId } from './ids.js';
-import { type Activity, writeBalanceChange } from './points.js';
+import { shopPeriods } from './calendar.js';
+import { credit } from './rule-credit.js';
+import type { Activity } from './points.js';
 import { parseInput } from './validation.js';
 
 /**
@@ -15,64 +17,11 @@ import { parseInput } from './validation.js';
  * make it happen at most once whatever races, and a ledger entry (earn_points, settingType rule).
  */
 
-/** The day and ISO week of `at` in the shop's time zone: '2026-11-24', '2026-W48'. */
-export function shopPeriods(at: Date, timeZone: string): { day: string; week: string; year: string } {
-  const day = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(at);
-  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
-  // ISO 8601: a week runs Monday to Sunday and belongs to the year of its Thursday; week 1 holds 4 January.
-  const weekday = (new Date(Date.UTC(y, m - 1, d)).getUTCDay() + 6) % 7;
-  const thursday = new Date(Date.UTC(y, m - 1, d + 3 - weekday));
-  const jan4 = new Date(Date.UTC(thursday.getUTCFullYear(), 0, 4));
-  const week = 1 + Math.round(((thursday.getTime() - jan4.getTime()) / 86_400_000 - 3 + ((jan4.getUTCDay() + 6) % 7)) / 7);
-  return { day, week: `${thursday.getUTCFullYear()}-W${String(week).padStart(2, '0')}`, year: String(y) };
-}
-
-/** The instant the shop-local day `day` ('YYYY-MM-DD') begins in `timeZone` (its first instant, should midnight not exist). */
-export function startOfShopDay(day: string, timeZone: string): Date {
-  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
-  const midnightUtc = Date.UTC(y, m - 1, d);
-  // The zone's offset at an instant: its wall clock there, read as UTC, minus the instant.
-  const offset = (at: number) => {
-    const parts = Object.fromEntries(
-      new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' })
-        .formatToParts(at)
-        .map((p) => [p.type, Number(p.value)]),
-    );
-    return Date.UTC(parts.year!, parts.month! - 1, parts.day!, parts.hour!, parts.minute!, parts.second!) - at;
-  };
-  // Twice: the offset at the first guess may be the other side of a DST change.
-  let start = midnightUtc - offset(midnightUtc);
-  start = midnightUtc - offset(start);
-  // Where midnight does not exist (a DST jump at 00:00), the guess lands on the day before: its first hour then.
-  while (shopPeriods(new Date(start), timeZone).day < day) start += 3_600_000;
-  return new Date(start);
-}
-
-/** The day after `day` ('YYYY-MM-DD'). */
-export function nextDay(day: string): string {
-  const [y, m, d] = day.split('-').map(Number) as [number, number, number];
-  return new Date(Date.UTC(y, m - 1, d + 1)).toISOString().slice(0, 10);
-}
-
 function periodOf(rule: EarningRuleRow, at: Date, timeZone: string): string | null {
   if (rule.type === 'sign_up' || rule.action_limit === 'once') return 'once';
   if (rule.action_limit === 'unlimited') return null;
   const periods = shopPeriods(at, timeZone);
   return rule.type === 'birthday' ? periods.year : rule.action_limit === 'day' ? periods.day : periods.week;
-}
-
-export async function credit(trx: Trx, shopId: string, customerId: string, rule: EarningRuleRow, description: string) {
-  const written = await writeBalanceChange(trx, shopId, { customerId }, {
-    op: 'add',
-    amount: rule.earn_point,
-    type: 'earn_points',
-    settingType: 'rule',
-    description,
-    note: null,
-    topic: 'points/earned',
-  });
-  if (!written) throw new RuleViolationError('points_limit_exceeded', 'the balance is at its maximum', ['customerIdentifier']);
-  return written;
 }
 
 /**
@@ -104,14 +53,6 @@ export async function awardSignUp(trx: Trx, shopId: string, customer: Customer, 
     .executeTakeFirst();
   if (!awarded) return customer;
   return (await credit(trx, shopId, customer._id, rule, rule.name)).customer;
-}
-
-/** The month-days ('MM-DD') born on which `localDay` (the shop's date) is the birthday: 29 February falls on 28 February in other years. */
-export function birthdaysOn(localDay: string): string[] {
-  const year = Number(localDay.slice(0, 4));
-  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
-  const monthDay = localDay.slice(5);
-  return monthDay === '02-28' && !leap ? ['02-28', '02-29'] : [monthDay];
 }
 
 export const actionInputSchema = z.strictObject({

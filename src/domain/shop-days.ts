@@ -1,7 +1,7 @@
 import type { DB } from '../db/database.js';
 import type { ShopDayRunsTable } from '../db/schema.js';
 import type { Trx } from '../db/transaction.js';
-import { startOfShopDay } from './rule-awards.js';
+import { startOfShopDay } from './calendar.js';
 import { failedItems, failingItems, runClaimed } from './scheduling.js';
 
 /**

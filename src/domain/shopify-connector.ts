@@ -7,8 +7,9 @@ import { lastTimeKey, type PurgeOptions, purgeInBatches, type TimeKey } from '..
 import { GROUP_COMMIT, groupCommit } from '../db/group-commit.js';
 import type { ShopifyInboxRow, ShopifyInboxTable } from '../db/schema.js';
 import type { Queryable, Trx } from '../db/transaction.js';
-import type { SecretBox } from '../webhooks/secret-box.js';
-import { customerInputSchema, upsertCustomerIn } from './customers.js';
+import type { SecretBox } from './sealing.js';
+import { customerInputSchema } from './customers.js';
+import { upsertCustomerIn } from './sign-up.js';
 import { ConflictError, DomainError, NotFoundError, RuleViolationError, UnauthenticatedError } from './errors.js';
 import { newId } from './ids.js';
 import { upsertOrder } from './order-writes.js';

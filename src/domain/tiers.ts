@@ -8,7 +8,7 @@ import { formatMoney, parseMoney } from './money.js';
 import { MULTIPLIER_ONE } from './order-earn.js';
 import { MAX_AMOUNT } from './points.js';
 import { customerIdentifierSchema, getCustomer } from './customers.js';
-import { nextDay, shopPeriods } from './rule-awards.js';
+import { nextDay, shopPeriods } from './calendar.js';
 import type { DueWork } from './scheduling.js';
 import { moveShopDay, oldestDueShopDay, runDueShopDays, type ShopDayRun } from './shop-days.js';
 import { parseInput } from './validation.js';

@@ -4,14 +4,18 @@ import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import type { WebhookSubscriptionRow, WebhookSubscriptionStatus } from '../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../db/transaction.js';
-import type { SecretBox } from '../webhooks/secret-box.js';
-import { MAX_CALLBACK_URL_LENGTH, type UrlVerdict } from '../webhooks/url-policy.js';
 import { ConflictError, NotFoundError, ValidationError } from './errors.js';
 import { EVENT_TOPICS } from './events.js';
 import { cancelSubscriptionDeliveries, resumeSubscriptionDeliveries } from './webhook-deliveries.js';
 import { isId, newId } from './ids.js';
 import { beforeTimeCursor, encodeTimeCursor, type Page, type PageArgs } from './pagination.js';
+import type { SecretBox } from './sealing.js';
 import { parseInput } from './validation.js';
+
+/** What the SSRF policy says of a callback URL. */
+export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string };
+
+const MAX_CALLBACK_URL_LENGTH = 2048;
 
 export type WebhookSubscriptionDeps = {
   db: DB;

@@ -1,4 +1,5 @@
-import { customersByIds, findCustomer, listCustomers, toCustomer, upsertCustomer, type Customer as CustomerShape } from '../domain/customers.js';
+import { customersByIds, findCustomer, listCustomers, toCustomer, type Customer as CustomerShape } from '../domain/customers.js';
+import { upsertCustomer } from '../domain/sign-up.js';
 import { listActivitiesOfCustomers, listShopActivities } from '../domain/points.js';
 import { Activity } from './activity.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';

@@ -1,3 +1,4 @@
+import { REDEMPTION_TYPES } from '../domain/discount-codes.js';
 import {
   APPLY_PRODUCT_OPTIONS,
   createPointsRedemption,
@@ -9,7 +10,6 @@ import {
   MINIMUM_REQUIREMENT_TYPES,
   type PointsRedemption as PointsRedemptionShape,
   PURCHASE_TYPES,
-  REDEMPTION_TYPES,
   updatePointsRedemption,
 } from '../domain/redemptions.js';
 import { builder, STOREFRONT } from './builder.js';

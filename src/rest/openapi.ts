@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { customerAccessTokenInputSchema, customerAccessTokensRevokeInputSchema } from '../domain/customer-access-tokens.js';
 import { EVENT_TOPICS } from '../domain/events.js';
-import { customerPageQuerySchema } from '../domain/offset-pages.js';
+import { customerPageQuerySchema } from '../domain/customers.js';
 import { orderIdSchema, orderInputSchema } from '../domain/orders.js';
 import { actionInputSchema } from '../domain/rule-awards.js';
 import { pointsChangeSchemas } from '../domain/points.js';

@@ -5,6 +5,7 @@ import { ACTION_LIMITS, EARNING_RULE_TYPES, type EarningRule } from '../domain/e
 import { type Order, type OrderLine, ORDER_STATUSES } from '../domain/orders.js';
 import { EVENT_TOPICS } from '../domain/events.js';
 import { ACTIVITY_TYPES, type Activity } from '../domain/points.js';
+import { REDEMPTION_TYPES } from '../domain/discount-codes.js';
 import {
   APPLY_PRODUCT_OPTIONS,
   DISCOUNT_COMBINATIONS,
@@ -13,7 +14,6 @@ import {
   MINIMUM_REQUIREMENT_TYPES,
   PURCHASE_TYPES,
   type PointsRedemption,
-  REDEMPTION_TYPES,
 } from '../domain/redemptions.js';
 import type { Referee } from '../domain/referrals.js';
 import { type Tier, TIER_METRICS, TIER_WINDOWS } from '../domain/tiers.js';

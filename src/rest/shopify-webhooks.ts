@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../db/database.js';
 import { receiveShopifyWebhook } from '../domain/shopify-connector.js';
 import { parseInput } from '../domain/validation.js';
-import type { SecretBox } from '../webhooks/secret-box.js';
+import type { SecretBox } from '../domain/sealing.js';
 
 export const SHOPIFY_WEBHOOKS_PATH = '/integrations/shopify/webhooks';
 

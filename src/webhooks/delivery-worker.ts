@@ -20,7 +20,7 @@ import {
   purgeDeliveries,
 } from './delivery-queue.js';
 import { nextRetryDelay, parseRetryAfter } from './retry-schedule.js';
-import type { SecretBox } from './secret-box.js';
+import type { SecretBox } from '../domain/sealing.js';
 import { type AttemptOutcome, createSender, type Sender } from './sender.js';
 import { signedHeaders } from './signing.js';
 import type { UrlPolicy } from './url-policy.js';

@@ -1,18 +1,13 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { SecretBox } from '../domain/sealing.js';
 
 /**
  * Webhook signing secrets are encrypted at rest (AES-256-GCM) so that a database dump or backup
  * alone does not let anyone forge our webhooks: the key lives outside the database (SECRETS_KEY,
  * or a key file in DATA_DIR). Unlike API keys they cannot be hashed: we need them to sign.
  */
-export type SecretBox = {
-  /** Encrypts `plaintext`, bound to `context` (the owning row's id) so it cannot be moved to another row. */
-  seal(plaintext: string, context: string): string;
-  open(sealed: string, context: string): string;
-};
-
 const VERSION = 'v1';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;

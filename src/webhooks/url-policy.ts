@@ -1,6 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import type { LookupAddress, LookupOptions } from 'node:dns';
 import ipaddr from 'ipaddr.js';
+import type { UrlVerdict } from '../domain/webhook-subscriptions.js';
 
 /**
  * Where webhooks may be sent (DESIGN.md "Webhooks", SSRF). One policy serves both moments that
@@ -12,8 +13,6 @@ import ipaddr from 'ipaddr.js';
 /** dns.lookup(host, { all: true })-like: every address a name resolves to. Injectable for tests. */
 export type Resolver = (hostname: string) => Promise<Array<{ address: string; family: number }>>;
 
-export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string };
-
 export type UrlPolicyOptions = {
   /** WEBHOOK_ALLOWED_HOSTS entries: host names, IP addresses or CIDR ranges. Empty in production. */
   allowedHosts?: readonly string[];
@@ -21,8 +20,6 @@ export type UrlPolicyOptions = {
   /** A resolution slower than this counts as "does not resolve" when saving a URL. */
   resolveTimeoutMs?: number;
 };
-
-export const MAX_CALLBACK_URL_LENGTH = 2048;
 
 const systemResolver: Resolver = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
 

@@ -13,7 +13,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { upsertCustomer } from '../../src/domain/customers.js';
+import { upsertCustomer } from '../../src/domain/sign-up.js';
 import { createShop } from '../../src/domain/shops.js';
 import { onPostgres } from '../helpers.js';
 import { type Collected, collect, wsClient } from '../live-helpers.js';
