@@ -3,8 +3,8 @@ import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/data-dir-lock.js';
 import type { DB } from './db/database.js';
-import { DEMO_SHOP_NAME, ensureDemoShop } from './domain/demo.js';
-import { listShops } from './domain/shops.js';
+import { DEMO_SHOP_NAME, ensureDemoShop } from './demo.js';
+import { listShops } from './domain/shops/index.js';
 import { stopOnSignals } from './shutdown.js';
 
 async function main() {

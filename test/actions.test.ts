@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { updateShopSettings } from '../src/domain/shop-settings.js';
-import { birthdaysOn } from '../src/domain/birthday-run.js';
-import { shopPeriods } from '../src/domain/calendar.js';
-import { reportAction } from '../src/domain/rule-awards.js';
+import { shopPeriods } from '../src/domain/kernel/calendar.js';
+import { birthdaysOn } from '../src/domain/program/birthday-run.js';
+import { reportAction } from '../src/domain/program/rule-awards.js';
+import { updateShopSettings } from '../src/domain/settings/shop-settings.js';
 import { startTestApp, type TestApp } from './helpers.js';
 
 let t: TestApp;

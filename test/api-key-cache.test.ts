@@ -1,9 +1,9 @@
-// The in-process cache of authenticated API keys (src/domain/shops.ts): it saves a query per
+// The in-process cache of authenticated API keys (src/domain/shops/shops.ts): it saves a query per
 // request, and must never let a revoked or wrong key through.
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { API_KEY_CACHE_TTL_MS, authenticateApiKey, createShop, revokeApiKey } from '../src/domain/shops.js';
+import { API_KEY_CACHE_TTL_MS, authenticateApiKey, createShop, revokeApiKey } from '../src/domain/shops/shops.js';
 import { isolatedPostgresUrl, onPostgres } from './helpers.js';
 
 let handle: DatabaseHandle;

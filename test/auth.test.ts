@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { revokeApiKey } from '../src/domain/shops.js';
+import { revokeApiKey } from '../src/domain/shops/shops.js';
 import { startTestApp, type TestApp } from './helpers.js';
 
 let t: TestApp;

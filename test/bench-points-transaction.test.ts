@@ -5,9 +5,9 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { PGBENCH_TRANSACTION } from '../bench/scenarios/points.js';
 import type { Database } from '../src/db/schema.js';
-import { upsertCustomer } from '../src/domain/sign-up.js';
-import { changePoints } from '../src/domain/points.js';
-import { createShop } from '../src/domain/shops.js';
+import { changePoints } from '../src/domain/ledger/points.js';
+import { upsertCustomer } from '../src/domain/program/sign-up.js';
+import { createShop } from '../src/domain/shops/shops.js';
 import { openLoggedPglite } from './helpers.js';
 
 /**

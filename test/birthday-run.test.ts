@@ -2,10 +2,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nextDay, shopPeriods, startOfShopDay } from '../src/domain/calendar.js';
-import { updateShopSettings } from '../src/domain/shop-settings.js';
-import { until } from './live-helpers.js';
+import { nextDay, shopPeriods, startOfShopDay } from '../src/domain/kernel/calendar.js';
+import { updateShopSettings } from '../src/domain/settings/shop-settings.js';
 import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { until } from './live-helpers.js';
 
 const DAY = 86_400_000;
 

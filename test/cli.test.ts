@@ -1,22 +1,22 @@
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { once } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { sql } from 'kysely';
 import { parse as parseLossless, stringify as stringifyLossless } from 'lossless-json';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { countRecords } from '../src/cli/import-file.js';
 import { type DB, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import type { Trx } from '../src/db/transaction.js';
-import { upsertCustomer } from '../src/domain/sign-up.js';
-import { type ImportRecord, importCustomers } from '../src/domain/customers-import.js';
-import { createEarningRule } from '../src/domain/earning-rules.js';
-import { countRecords } from '../src/cli/import-file.js';
-import { authenticateApiKey, createShop } from '../src/domain/shops.js';
+import { importCustomers, type ImportRecord } from '../src/domain/imports/customers-import.js';
+import { createEarningRule } from '../src/domain/program/earning-rules.js';
+import { upsertCustomer } from '../src/domain/program/sign-up.js';
+import { authenticateApiKey, createShop } from '../src/domain/shops/shops.js';
 import { isolatedPostgresUrl, onPostgres, openTestDatabase, startTestApp } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { authenticateCustomerToken } from '../src/domain/customer-access-tokens.js';
+import { authenticateCustomerToken } from '../src/domain/customers/customer-access-tokens.js';
 import { startTestApp, type TestApp } from './helpers.js';
 
 let t: TestApp;

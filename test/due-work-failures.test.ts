@@ -7,9 +7,9 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { MAX_ATTEMPTS, RETRY_DELAYS_MS, recordFailure } from '../src/domain/scheduling.js';
-import { shopPeriods } from '../src/domain/calendar.js';
-import { createShop } from '../src/domain/shops.js';
+import { shopPeriods } from '../src/domain/kernel/calendar.js';
+import { MAX_ATTEMPTS, recordFailure, RETRY_DELAYS_MS } from '../src/domain/kernel/scheduling.js';
+import { createShop } from '../src/domain/shops/shops.js';
 import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 

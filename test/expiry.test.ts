@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPointsRedemption } from '../src/domain/redemptions.js';
-import { shopPeriods, startOfShopDay } from '../src/domain/calendar.js';
+import { shopPeriods, startOfShopDay } from '../src/domain/kernel/calendar.js';
+import { createPointsRedemption } from '../src/domain/rewards/redemptions.js';
 import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 

@@ -1,14 +1,14 @@
 // Group commit (src/db/group-commit.ts): first the mechanism on its own, then balance changes
 // through it on a real database, counting the statements that reach it.
-import type { Kysely } from 'kysely';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DatabaseOverloadedError } from '../src/db/database.js';
 import { groupCommit } from '../src/db/group-commit.js';
 import type { Database } from '../src/db/schema.js';
-import { upsertCustomer } from '../src/domain/sign-up.js';
-import { changePoints } from '../src/domain/points.js';
-import { createShop } from '../src/domain/shops.js';
+import { changePoints } from '../src/domain/ledger/points.js';
+import { upsertCustomer } from '../src/domain/program/sign-up.js';
+import { createShop } from '../src/domain/shops/shops.js';
 import { openLoggedPglite } from './helpers.js';
 
 type Item = { key: string; fail?: boolean };

@@ -11,9 +11,9 @@ import { loadConfig } from '../src/config.js';
 import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import type { Database } from '../src/db/schema.js';
-import { createShop } from '../src/domain/shops.js';
-import { upsertCustomer } from '../src/domain/sign-up.js';
-import { changePoints } from '../src/domain/points.js';
+import { changePoints } from '../src/domain/ledger/points.js';
+import { upsertCustomer } from '../src/domain/program/sign-up.js';
+import { createShop } from '../src/domain/shops/shops.js';
 import { createLogger } from '../src/logger.js';
 
 // One free-port probe for the tests and the benchmarks.

@@ -1,17 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ActivitiesTable } from '../src/db/schema.js';
-import { newId } from '../src/domain/ids.js';
 import { type Insertable, Migrator, sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
 import { openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { upsertCustomer } from '../src/domain/sign-up.js';
-import { compactInsights, pointsInsights, purgeActiveMemberMarkers } from '../src/domain/insights.js';
-import { createEarningRule } from '../src/domain/earning-rules.js';
-import { upsertOrder } from '../src/domain/order-writes.js';
-import { changePoints } from '../src/domain/points.js';
-import { updateShopSettings } from '../src/domain/shop-settings.js';
-import { createShop } from '../src/domain/shops.js';
+import type { ActivitiesTable } from '../src/db/schema.js';
+import { compactInsights, pointsInsights, purgeActiveMemberMarkers } from '../src/domain/insights/insights.js';
+import { newId } from '../src/domain/kernel/ids.js';
+import { changePoints } from '../src/domain/ledger/points.js';
+import { upsertOrder } from '../src/domain/orders/order-writes.js';
+import { createEarningRule } from '../src/domain/program/earning-rules.js';
+import { upsertCustomer } from '../src/domain/program/sign-up.js';
+import { updateShopSettings } from '../src/domain/settings/shop-settings.js';
+import { createShop } from '../src/domain/shops/shops.js';
 import { movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 

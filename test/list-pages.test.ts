@@ -1,11 +1,11 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listCustomers, prefixRange } from '../src/domain/customers.js';
-import { listDiscountCodes, listDiscountCodesOfCustomers } from '../src/domain/discount-codes.js';
-import type { Page, PageArgs } from '../src/domain/pagination.js';
-import { listActivities, listActivitiesOfCustomers } from '../src/domain/points.js';
-import { listReferees, listRefereesOfReferrers, pageReferees } from '../src/domain/referrals.js';
-import { listDeliveries, listDeliveriesPage } from '../src/domain/webhook-deliveries.js';
+import { listCustomers, prefixRange } from '../src/domain/customers/customers.js';
+import type { Page, PageArgs } from '../src/domain/kernel/pagination.js';
+import { listActivities, listActivitiesOfCustomers } from '../src/domain/ledger/points.js';
+import { listDiscountCodes, listDiscountCodesOfCustomers } from '../src/domain/rewards/discount-codes.js';
+import { listReferees, listRefereesOfReferrers, pageReferees } from '../src/domain/rewards/referrals.js';
+import { listDeliveries, listDeliveriesPage } from '../src/domain/webhooks/webhook-deliveries.js';
 import { buildLargeShop, subscriptionId } from './fixtures/large-shop.js';
 import { openTestDatabase } from './helpers.js';
 

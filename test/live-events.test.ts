@@ -4,9 +4,9 @@ import { connect } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
-import { revokeApiKey } from '../src/domain/shops.js';
-import { createLogger } from '../src/logger.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { revokeApiKey } from '../src/domain/shops/shops.js';
+import { createLogger } from '../src/logger.js';
 import { freePort, isolatedPostgresUrl, onPostgres, startRedis, startTestApp, type TestApp } from './helpers.js';
 import { collect, sse, until, wsClient } from './live-helpers.js';
 

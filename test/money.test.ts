@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { currencyExponent, formatMoney, lcm, MAX_MINOR, mulDivFloor, parseMoney } from '../src/domain/money.js';
+import { currencyExponent, formatMoney, lcm, MAX_MINOR, mulDivFloor, parseMoney } from '../src/domain/kernel/money.js';
 
 describe('money', () => {
   it.each([

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { validSigningSecrets } from '../src/domain/webhook-subscriptions.js';
+import { validSigningSecrets } from '../src/domain/webhooks/webhook-subscriptions.js';
 import { createSecretBox } from '../src/webhooks/secret-box.js';
 import { startTestApp, type TestApp } from './helpers.js';
 

@@ -1,13 +1,13 @@
 import { createHmac } from 'node:crypto';
-import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPointsRedemption } from '../src/domain/redemptions.js';
-import { registerReferral } from '../src/domain/referrals.js';
+import { createPointsRedemption } from '../src/domain/rewards/redemptions.js';
+import { registerReferral } from '../src/domain/rewards/referrals.js';
 import { REST_PREFIX } from '../src/rest/index.js';
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
 import { startTestApp, type TestApp } from './helpers.js';
-import { startReceiver, type Receiver } from './webhook-receiver.js';
+import { type Receiver, startReceiver } from './webhook-receiver.js';
 
 type Doc = {
   openapi: string;

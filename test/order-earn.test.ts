@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type EarnRule, type EarnSnapshot, eligibleMinor, type LineState, MULTIPLIER_ONE, orderPoints, type OrderState } from '../src/domain/order-earn.js';
+import { type EarnRule, type EarnSnapshot, eligibleMinor, type LineState, MULTIPLIER_ONE, orderPoints, type OrderState } from '../src/domain/orders/order-earn.js';
 
 const rule = (overrides: Partial<EarnRule> = {}): EarnRule => ({
   id: 'r1',

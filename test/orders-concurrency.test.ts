@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type EarnSnapshot, orderPoints, type OrderState } from '../src/domain/order-earn.js';
-import { updateShopSettings } from '../src/domain/shop-settings.js';
+import { type EarnSnapshot, orderPoints, type OrderState } from '../src/domain/orders/order-earn.js';
+import { updateShopSettings } from '../src/domain/settings/shop-settings.js';
 import { startTestApp, type TestApp } from './helpers.js';
 
 let t: TestApp;

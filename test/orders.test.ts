@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toActivity } from '../src/domain/points.js';
-import { updateShopSettings } from '../src/domain/shop-settings.js';
+import { toActivity } from '../src/domain/ledger/points.js';
+import { updateShopSettings } from '../src/domain/settings/shop-settings.js';
 import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
 
 let t: TestApp;

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, type DatabaseHandle } from '../src/db/database.js';
+import { type DatabaseHandle, openDatabase } from '../src/db/database.js';
 import { inTransaction } from '../src/db/transaction.js';
-import { upsertCustomer } from '../src/domain/sign-up.js';
-import { recordEvent } from '../src/domain/events.js';
-import { changePoints } from '../src/domain/points.js';
-import { createShop } from '../src/domain/shops.js';
+import { recordEvent } from '../src/domain/kernel/events.js';
+import { changePoints } from '../src/domain/ledger/points.js';
+import { upsertCustomer } from '../src/domain/program/sign-up.js';
+import { createShop } from '../src/domain/shops/shops.js';
 import { createOutboxRelay, type OutboxEvent } from '../src/events/outbox-relay.js';
 import { createLogger } from '../src/logger.js';
 import { onPostgres, openTestDatabase } from './helpers.js';

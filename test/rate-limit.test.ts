@@ -1,18 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parse } from 'graphql';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EVENT_TOPICS } from '../src/domain/events.js';
+import { EVENT_TOPICS } from '../src/domain/kernel/events.js';
+import { graphqlRateUnits } from '../src/graphql/limits.js';
+import { printSchemaSDL, schema } from '../src/graphql/schema.js';
+import { createLogger } from '../src/logger.js';
 import { RateLimiter, WINDOW_MS } from '../src/rate-limit/limiter.js';
 import { MemoryStore } from '../src/rate-limit/memory-store.js';
 import { rateLimitTable } from '../src/rate-limit/operations.js';
 import { RedisStore } from '../src/rate-limit/redis-store.js';
 import type { RateLimitStore } from '../src/rate-limit/store.js';
-import { parse } from 'graphql';
-import { graphqlRateUnits } from '../src/graphql/limits.js';
-import { printSchemaSDL, schema } from '../src/graphql/schema.js';
-import { createLogger } from '../src/logger.js';
 import { freePort, startRedis, startTestApp, type TestApp } from './helpers.js';
 
 const REDIS_URL = process.env.TEST_REDIS_URL;

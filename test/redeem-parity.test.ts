@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPointsRedemption } from '../src/domain/redemptions.js';
+import { createPointsRedemption } from '../src/domain/rewards/redemptions.js';
 import { startTestApp, type TestApp } from './helpers.js';
 
 let t: TestApp;

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from '../src/db/transaction.js';
-import { ensureDemoShop } from '../src/domain/demo.js';
-import { DISCOUNT_CODE_RANDOM_LENGTH, issueDiscountCode } from '../src/domain/discount-codes.js';
-import { READABLE_ALPHABET } from '../src/domain/ids.js';
-import { createPointsRedemption } from '../src/domain/redemptions.js';
+import { ensureDemoShop } from '../src/demo.js';
+import { READABLE_ALPHABET } from '../src/domain/kernel/ids.js';
+import { DISCOUNT_CODE_RANDOM_LENGTH, issueDiscountCode } from '../src/domain/rewards/discount-codes.js';
+import { createPointsRedemption } from '../src/domain/rewards/redemptions.js';
 import { onPostgres, startTestApp, type TestApp } from './helpers.js';
 
 let t: TestApp;

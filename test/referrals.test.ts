@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { READABLE_ALPHABET } from '../src/domain/ids.js';
-import { linkReferee, REFERRAL_CODE_LENGTH } from '../src/domain/referrals.js';
+import { READABLE_ALPHABET } from '../src/domain/kernel/ids.js';
+import { linkReferee, REFERRAL_CODE_LENGTH } from '../src/domain/rewards/referrals.js';
 import { onPostgres, startTestApp, type TestApp } from './helpers.js';
 
 let t: TestApp;

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { updateShopSettings } from '../src/domain/shop-settings.js';
+import { updateShopSettings } from '../src/domain/settings/shop-settings.js';
 import { createLogger } from '../src/logger.js';
 import { createDeliveryWorker } from '../src/webhooks/delivery-worker.js';
 import { createSecretBox } from '../src/webhooks/secret-box.js';

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { purgeProcessedShopifyWebhooks } from '../src/domain/shopify-connector.js';
+import { purgeProcessedShopifyWebhooks } from '../src/domain/shopify/shopify-connector.js';
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
 import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';

@@ -1,9 +1,9 @@
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UnauthenticatedError } from '../src/domain/errors.js';
-import { receiveShopifyWebhook, SHOPIFY_BODY_MAX_DEPTH, setShopifyConnection } from '../src/domain/shopify-connector.js';
+import { UnauthenticatedError } from '../src/domain/kernel/errors.js';
+import type { SecretBox } from '../src/domain/kernel/sealing.js';
+import { receiveShopifyWebhook, setShopifyConnection, SHOPIFY_BODY_MAX_DEPTH } from '../src/domain/shopify/shopify-connector.js';
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
-import type { SecretBox } from '../src/domain/sealing.js';
 import { createSecretBox } from '../src/webhooks/secret-box.js';
 import { onPostgres, startTestApp, type TestApp } from './helpers.js';
 

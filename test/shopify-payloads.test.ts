@@ -7,9 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
 import { openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { createShop } from '../src/domain/shops.js';
-import { type EarnRule, type LineState, MULTIPLIER_ONE, orderPoints, type OrderState } from '../src/domain/order-earn.js';
-import { orderPut, parseShopifyJson, parseShopifyOrder } from '../src/domain/shopify-payloads.js';
+import { type EarnRule, type LineState, MULTIPLIER_ONE, orderPoints, type OrderState } from '../src/domain/orders/order-earn.js';
+import { orderPut, parseShopifyJson, parseShopifyOrder } from '../src/domain/shopify/shopify-payloads.js';
+import { createShop } from '../src/domain/shops/shops.js';
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
 import { startTestApp, type TestApp } from './helpers.js';
 

@@ -7,7 +7,7 @@ import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { API_KEY_CACHE_TTL_MS, createApiKey, revokeApiKey } from '../src/domain/shops.js';
+import { API_KEY_CACHE_TTL_MS, createApiKey, revokeApiKey } from '../src/domain/shops/shops.js';
 import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { collect, sse, until, wsClient } from './live-helpers.js';
 

@@ -6,12 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
 import { openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { upsertCustomer } from '../src/domain/sign-up.js';
-import { createEarningRule } from '../src/domain/earning-rules.js';
-import { upsertOrder } from '../src/domain/order-writes.js';
-import { changePoints } from '../src/domain/points.js';
-import { startOfShopDay } from '../src/domain/calendar.js';
-import { createShop } from '../src/domain/shops.js';
+import { startOfShopDay } from '../src/domain/kernel/calendar.js';
+import { changePoints } from '../src/domain/ledger/points.js';
+import { upsertOrder } from '../src/domain/orders/order-writes.js';
+import { createEarningRule } from '../src/domain/program/earning-rules.js';
+import { upsertCustomer } from '../src/domain/program/sign-up.js';
+import { createShop } from '../src/domain/shops/shops.js';
 import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 

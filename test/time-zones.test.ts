@@ -2,9 +2,9 @@ import { Migrator, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
 import { migrateToLatest } from '../src/db/migrate.js';
-import { upsertCustomer } from '../src/domain/sign-up.js';
-import { changePoints } from '../src/domain/points.js';
-import { createShop } from '../src/domain/shops.js';
+import { changePoints } from '../src/domain/ledger/points.js';
+import { upsertCustomer } from '../src/domain/program/sign-up.js';
+import { createShop } from '../src/domain/shops/shops.js';
 import { onPostgres, openTestDatabase, startTestApp, type TestApp } from './helpers.js';
 
 /**

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newId } from '../src/domain/ids.js';
+import { newId } from '../src/domain/kernel/ids.js';
 import { startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 import { type Receiver, startReceiver, verifyDelivery } from './webhook-receiver.js';

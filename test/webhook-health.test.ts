@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from '../src/db/transaction.js';
-import { recordEvents } from '../src/domain/events.js';
+import { recordEvents } from '../src/domain/kernel/events.js';
 import { createOutboxRelay } from '../src/events/outbox-relay.js';
 import { createLogger } from '../src/logger.js';
 import { createDeliveryWorker, type DeliveryWorker } from '../src/webhooks/delivery-worker.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from '../src/db/transaction.js';
-import { recordEvents } from '../src/domain/events.js';
+import { recordEvents } from '../src/domain/kernel/events.js';
 import type { Resolver } from '../src/webhooks/url-policy.js';
 import { startTestApp, type TestApp } from './helpers.js';
 import { type ReceivedRequest, type Receiver, startReceiver } from './webhook-receiver.js';

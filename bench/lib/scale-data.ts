@@ -3,7 +3,7 @@
 // million customers through the API would take hours). Shops, API keys and redemption options are
 // made by the domain's own functions; the bulk rows by SQL that keeps the domain's invariants:
 // a balance is its last ledger entry's new_points, each entry starts where the previous ended, a
-// redemption entry has its discount code, ids look like src/domain/ids.ts makes them.
+// redemption entry has its discount code, ids look like src/domain/kernel/ids.ts makes them.
 //
 // The databases are kept between runs. A marker table records GENERATOR_VERSION: a database is
 // rebuilt only when it is missing, unfinished, of another version, or when asked to be; otherwise
@@ -12,9 +12,9 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
-import { READABLE_ALPHABET } from '../../src/domain/ids.js';
-import { createPointsRedemption } from '../../src/domain/redemptions.js';
-import { createShop } from '../../src/domain/shops.js';
+import { READABLE_ALPHABET } from '../../src/domain/kernel/ids.js';
+import { createPointsRedemption } from '../../src/domain/rewards/redemptions.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 
 /** Bump whenever the rows generated change: databases of another version are rebuilt. */
 export const GENERATOR_VERSION = 2;
@@ -206,7 +206,7 @@ async function build(url: string, size: ScaleSize, log: (line: string) => void):
 
 // --- SQL expressions ---------------------------------------------------------------------------
 
-/** A src/domain/ids.ts-shaped id: 12 hex of the row's milliseconds, 12 hex derived from `salt` (stable, so rows can refer to each other). */
+/** A src/domain/kernel/ids.ts-shaped id: 12 hex of the row's milliseconds, 12 hex derived from `salt` (stable, so rows can refer to each other). */
 const idSql = (msExpr: string, salt: string) => `lpad(to_hex((${msExpr})::bigint), 12, '0') || substr(md5(${salt}), 1, 12)`;
 const tsSql = (msExpr: string) => `to_timestamp((${msExpr})::double precision / 1000)`;
 

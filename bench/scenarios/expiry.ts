@@ -5,10 +5,10 @@
 // fall: their points left the rolling window), beside the same load.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { updateShopSettings } from '../../src/domain/shop-settings.js';
-import { createShop } from '../../src/domain/shops.js';
-import { createTier } from '../../src/domain/tiers.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createTier } from '../../src/domain/program/tiers.js';
+import { updateShopSettings } from '../../src/domain/settings/shop-settings.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 import { combine, type Measurement, runOpenLoop } from '../lib/load.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';

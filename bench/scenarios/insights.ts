@@ -5,9 +5,9 @@
 // /points/add with the rollup triggers (movements and active members) on and off, in turns, at 32
 // connections: the write rate the rollups leave.
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { compactInsights } from '../../src/domain/insights.js';
-import { createShop } from '../../src/domain/shops.js';
+import { compactInsights } from '../../src/domain/insights/insights.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 import { combine, inTurns, type Measurement, summarize, warmUp } from '../lib/load.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';

@@ -5,11 +5,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { changePoints } from '../../src/domain/points.js';
-import { createPointsRedemption, redeemPoints } from '../../src/domain/redemptions.js';
-import { updateShopSettings } from '../../src/domain/shop-settings.js';
-import { createShop } from '../../src/domain/shops.js';
+import { changePoints } from '../../src/domain/ledger/points.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createPointsRedemption, redeemPoints } from '../../src/domain/rewards/redemptions.js';
+import { updateShopSettings } from '../../src/domain/settings/shop-settings.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 import { combine, type Measurement, runOpenLoop, summarize } from '../lib/load.js';
 import { createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions } from '../lib/scenario.js';

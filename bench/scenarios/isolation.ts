@@ -10,16 +10,16 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { createShop } from '../../src/domain/shops.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createShop } from '../../src/domain/shops/shops.js';
+import { percentile } from '../lib/load.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
+import { waitFor } from '../lib/wait.js';
 import { graphqlIsolation } from './isolation-graphql.js';
 import { certificate } from './webhooks.js';
-import { percentile } from '../lib/load.js';
-import { waitFor } from '../lib/wait.js';
 
 const TARGET_P99_MS = 1_000;
 /** Events queued for shop A's hung endpoint (and its healthy one) before the measurement. */

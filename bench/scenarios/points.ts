@@ -1,12 +1,12 @@
 // Points: REST POST /rest-api/v1/points/add and GraphQL pointsAdd against pgbench running the same
-// SQL transaction as changePoints (src/domain/points.ts) on the same tables, then a ledger check.
-import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { createShop } from '../../src/domain/shops.js';
+// SQL transaction as changePoints (src/domain/ledger/points.ts) on the same tables, then a ledger check.
 import os from 'node:os';
 import { loadConfig } from '../../src/config.js';
-import { type ProbeCommit, startCommitProbe, stalledCommit } from '../lib/commit-probe.js';
-import { type CpuBreakdown, type CpuSpan, cpuBreakdown, sampleCpu } from '../lib/cpu.js';
+import { openDatabase } from '../../src/db/database.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createShop } from '../../src/domain/shops/shops.js';
+import { type ProbeCommit, stalledCommit, startCommitProbe } from '../lib/commit-probe.js';
+import { type CpuBreakdown, cpuBreakdown, type CpuSpan, sampleCpu } from '../lib/cpu.js';
 import { amountFor, combine, type Measurement, runHttpLoad, runOpenLoop, warmUp } from '../lib/load.js';
 import { findPgbench, runPgbench } from '../lib/pgbench.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
@@ -40,7 +40,7 @@ const BODIES = {
 
 /**
  * changePoints('add') as it reaches PostgreSQL when it has a statement to itself: writeBalanceChanges
- * in src/domain/points.ts with one change (naming the customer by the shop's id for them), which locks the customer, updates the balance and inserts
+ * in src/domain/ledger/points.ts with one change (naming the customer by the shop's id for them), which locks the customer, updates the balance and inserts
  * the activity and the outbox event. (Under load the server puts several concurrent changes in that
  * one statement; pgbench runs one change per transaction, the database's own rate for it.) Values the
  * service sends as parameters are pgbench variables or SQL here (ids and timestamps made in SQL, as

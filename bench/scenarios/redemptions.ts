@@ -1,10 +1,10 @@
 // Redemptions: REST GET /pointsRedemptions (pageSize 50) and POST /pointsRedemptions (redeem),
 // then a check that every redemption left exactly one ledger entry, code and outbox event.
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { changePoints } from '../../src/domain/points.js';
-import { createPointsRedemption } from '../../src/domain/redemptions.js';
-import { createShop } from '../../src/domain/shops.js';
+import { changePoints } from '../../src/domain/ledger/points.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createPointsRedemption } from '../../src/domain/rewards/redemptions.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 import { type Measurement, runHttpPhase } from '../lib/load.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';

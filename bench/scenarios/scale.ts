@@ -5,35 +5,25 @@
 // import of a 1,000,000-line file: its rate over the file and the CLI's peak memory.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { createWriteStream, existsSync } from 'node:fs';
 import { rename } from 'node:fs/promises';
-import { once } from 'node:events';
-import path from 'node:path';
 import os from 'node:os';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { Pool } from 'undici';
 import { loadConfig } from '../../src/config.js';
 import { type DB, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
-import { purgeRelayedOutboxEvents } from '../../src/domain/events.js';
-import { purgeExpiredIdempotencyKeys } from '../../src/domain/idempotency.js';
-import { encodeCursor, encodeTimeCursor } from '../../src/domain/pagination.js';
-import { createShop } from '../../src/domain/shops.js';
+import { purgeRelayedOutboxEvents } from '../../src/domain/kernel/events.js';
+import { encodeCursor, encodeTimeCursor } from '../../src/domain/kernel/pagination.js';
+import { purgeExpiredIdempotencyKeys } from '../../src/domain/ledger/idempotency.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 import { purgeDeliveries } from '../../src/webhooks/delivery-queue.js';
 import { percentile, summarize } from '../lib/load.js';
 import { connect } from '../lib/postgres.js';
-import {
-  dropDatabase,
-  ensureScaleDatabase,
-  FIRST_SHOPIFY_ID,
-  insertDeliveries,
-  insertIdempotencyKeys,
-  recreateDatabase,
-  ROLES,
-  type ScaleDatabase,
-  type ScaleSize,
-} from '../lib/scale-data.js';
+import { dropDatabase, ensureScaleDatabase, FIRST_SHOPIFY_ID, insertDeliveries, insertIdempotencyKeys, recreateDatabase, ROLES, type ScaleDatabase, type ScaleSize } from '../lib/scale-data.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { REPO_ROOT, type ServerProcess, startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';

@@ -3,12 +3,12 @@
 // /graphql with the shop's key (`customer(identifier)` and `pointsRedemptions(customerIdentifier)`),
 // taking turns in the same run at the same connections, over many customers.
 import { openDatabase } from '../../src/db/database.js';
-import { createCustomerAccessToken } from '../../src/domain/customer-access-tokens.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { changePoints } from '../../src/domain/points.js';
-import { createPointsRedemption } from '../../src/domain/redemptions.js';
-import { createShop } from '../../src/domain/shops.js';
-import { createTier } from '../../src/domain/tiers.js';
+import { createCustomerAccessToken } from '../../src/domain/customers/customer-access-tokens.js';
+import { changePoints } from '../../src/domain/ledger/points.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createTier } from '../../src/domain/program/tiers.js';
+import { createPointsRedemption } from '../../src/domain/rewards/redemptions.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 import { combine, inTurns, warmUp } from '../lib/load.js';
 import { createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';

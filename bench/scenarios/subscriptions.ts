@@ -6,14 +6,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Client, createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { createShop } from '../../src/domain/shops.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 import { processCpuSeconds } from '../lib/cpu.js';
+import { percentile } from '../lib/load.js';
 import { createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
-import { percentile } from '../lib/load.js';
 
 const SUBSCRIBERS = 1_000;
 const EVENTS = 100;

@@ -16,13 +16,13 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
 import { openDatabase } from '../../src/db/database.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { createShop } from '../../src/domain/shops.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createShop } from '../../src/domain/shops/shops.js';
+import { percentile } from '../lib/load.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { REPO_ROOT, startServer } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
-import { percentile } from '../lib/load.js';
 import { waitFor } from '../lib/wait.js';
 
 const TARGETS = { deliveriesPerSec: 1_000, p50Ms: 100 };

@@ -3,7 +3,7 @@ import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { parse as parseCsv } from 'csv-parse/sync';
-import type { ImportRecord } from '../domain/customers-import.js';
+import type { ImportRecord } from '../domain/imports/index.js';
 
 export type ImportFormat = 'ndjson' | 'csv';
 

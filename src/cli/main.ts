@@ -6,18 +6,10 @@ import { ConfigError, loadConfig } from '../config.js';
 import { DataDirLockedError } from '../db/data-dir-lock.js';
 import { type DatabaseHandle, type DB, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
-import {
-  DEFAULT_REPORT_LIMIT,
-  importCustomers,
-  type ImportRejection,
-  type ImportResult,
-  PARALLEL_BATCHES,
-} from '../domain/customers-import.js';
-import { DomainError } from '../domain/errors.js';
-import { importOrders, ORDER_IMPORT_POOL_SIZE, type OrdersImportResult } from '../domain/orders-import.js';
-import { type FailureFilter, listFailures, retrySetAside } from '../domain/scheduling.js';
-import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops.js';
-import { parseShopifyJson } from '../domain/shopify-payloads.js';
+import { DEFAULT_REPORT_LIMIT, importCustomers, importOrders, type ImportRejection, type ImportResult, ORDER_IMPORT_POOL_SIZE, type OrdersImportResult, PARALLEL_BATCHES } from '../domain/imports/index.js';
+import { DomainError, type FailureFilter, listFailures, retrySetAside } from '../domain/kernel/index.js';
+import { parseShopifyJson } from '../domain/shopify/index.js';
+import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops/index.js';
 import { countRecords, detectFormat, ImportFileError, ORDER_COLUMNS, readImportFile } from './import-file.js';
 
 const program = new Command('loyalty')

@@ -23,12 +23,12 @@ export interface ShopsTable {
   pending_days: Defaulted<number>;
   /** Bumped by every change to what an order earns: place_order rules, currency, pending_days, earn_on_test_orders (order-first-states.ts caches by it). */
   program_version: Defaulted<number>;
-  /** What expires (src/domain/expiry.ts): 'none', 'inactivity' or 'per_earn'. */
+  /** What expires (src/domain/program/expiry.ts): 'none', 'inactivity' or 'per_earn'. */
   expiry_mode: Defaulted<string>;
   expiry_days: Defaulted<number>;
   /** Days before an expiry its warning goes out; 0: no warnings. */
   expiry_warning_days: Defaulted<number>;
-  /** VIP tiers (src/domain/tiers.ts): 'points_earned' or 'amount_spent'. */
+  /** VIP tiers (src/domain/program/tiers.ts): 'points_earned' or 'amount_spent'. */
   tier_metric: Defaulted<string>;
   /** 'lifetime', 'calendar_year' or 'rolling_days' (tier_window_days). */
   tier_window: Defaulted<string>;
@@ -427,7 +427,7 @@ export interface RuleAwardsTable {
   created_at: Defaulted<Date>;
 }
 
-/** Program insights' rollups (src/domain/insights.ts): points moved per shop, 15-minute bucket and stripe (-1: folded). */
+/** Program insights' rollups (src/domain/insights/insights.ts): points moved per shop, 15-minute bucket and stripe (-1: folded). */
 export interface InsightBucketsTable {
   shop_id: string;
   bucket: Date;
@@ -448,7 +448,7 @@ export interface InsightBucketsTable {
 }
 
 /**
- * A shop's time zones over time, for insights' days (src/domain/insights.ts): from `since`, the
+ * A shop's time zones over time, for insights' days (src/domain/insights/insights.ts): from `since`, the
  * days are those of `timezone`, after the day in progress then (carried_day, from carried_from)
  * has run until carried_until. Written by changes of zone; the first row ('-infinity') holds the
  * zone before the first change.

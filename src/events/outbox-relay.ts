@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import type { DB } from '../db/database.js';
 import { inTransaction, type Trx } from '../db/transaction.js';
-import { type EventTopic, onOutboxCommit } from '../domain/events.js';
+import { type EventTopic, onOutboxCommit } from '../domain/kernel/index.js';
 import type { Logger } from '../logger.js';
 import { wakeableSleep } from './wakeable-sleep.js';
 

@@ -1,5 +1,5 @@
 import type { DB } from '../db/database.js';
-import { revokedApiKeys } from '../domain/shops.js';
+import { revokedApiKeys } from '../domain/shops/index.js';
 import type { Logger } from '../logger.js';
 import type { EventBus } from './bus.js';
 

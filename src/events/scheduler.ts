@@ -1,5 +1,5 @@
 import type { DB } from '../db/database.js';
-import { countFailures, type DueWork, type FailureCounts } from '../domain/scheduling.js';
+import { countFailures, type DueWork, type FailureCounts } from '../domain/kernel/index.js';
 import type { Logger } from '../logger.js';
 import { wakeableSleep } from './wakeable-sleep.js';
 

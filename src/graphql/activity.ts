@@ -1,4 +1,4 @@
-import { ACTIVITY_TYPES, type Activity as ActivityShape } from '../domain/points.js';
+import { type Activity as ActivityShape, ACTIVITY_TYPES } from '../domain/ledger/index.js';
 import { builder, STOREFRONT } from './builder.js';
 
 export const ActivityType = builder.enumType('ActivityType', { subGraphs: STOREFRONT, values: ACTIVITY_TYPES });

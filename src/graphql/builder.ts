@@ -2,12 +2,22 @@ import SchemaBuilder from '@pothos/core';
 import DataloaderPlugin from '@pothos/plugin-dataloader';
 import RelayPlugin from '@pothos/plugin-relay';
 import SubGraphPlugin from '@pothos/plugin-sub-graph';
+import type { FastifyReply } from 'fastify';
 import { GraphQLError } from 'graphql';
 import type { DB } from '../db/database.js';
-import type { TokenHolder } from '../domain/customer-access-tokens.js';
-import type { ApiKeyRef, Shop } from '../domain/shops.js';
+import type { TokenHolder } from '../domain/customers/index.js';
+import type { ApiKeyRef, Shop } from '../domain/shops/index.js';
+import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { EventBus } from '../events/bus.js';
-import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
+
+/**
+ * Over HTTP Fastify's request and reply; over graphql-ws only who the connection authenticated as:
+ * the shop and its key (/graphql) or the shop and a customer's token (/storefront/graphql).
+ */
+export type ServerContext = {
+  req: { shop: Shop | null; apiKey?: ApiKeyRef | null; customer?: TokenHolder | null };
+  reply?: FastifyReply;
+};
 
 export type GraphQLContext = {
   db: DB;

@@ -1,5 +1,4 @@
-import { ValidationError } from '../domain/errors.js';
-import type { Page, PageArgs } from '../domain/pagination.js';
+import { type Page, type PageArgs, ValidationError } from '../domain/kernel/index.js';
 import { builder } from './builder.js';
 
 type RelayArgs = { first?: number | null; after?: string | null };

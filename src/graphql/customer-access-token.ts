@@ -1,4 +1,4 @@
-import { type CustomerAccessToken as TokenShape, createCustomerAccessToken, revokeCustomerAccessTokens } from '../domain/customer-access-tokens.js';
+import { createCustomerAccessToken, type CustomerAccessToken as TokenShape, revokeCustomerAccessTokens } from '../domain/customers/index.js';
 import { builder } from './builder.js';
 import { Customer } from './customer.js';
 import { markResponseSecret } from './no-store.js';

@@ -1,6 +1,6 @@
-import { customersByIds, findCustomer, listCustomers, toCustomer, type Customer as CustomerShape } from '../domain/customers.js';
-import { upsertCustomer } from '../domain/sign-up.js';
-import { listActivitiesOfCustomers, listShopActivities } from '../domain/points.js';
+import { type Customer as CustomerShape, customersByIds, findCustomer, listCustomers, toCustomer } from '../domain/customers/index.js';
+import { listActivitiesOfCustomers, listShopActivities } from '../domain/ledger/index.js';
+import { upsertCustomer } from '../domain/program/index.js';
 import { Activity } from './activity.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';

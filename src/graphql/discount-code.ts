@@ -1,7 +1,6 @@
-import type { Customer as CustomerShape } from '../domain/customers.js';
-import { type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers } from '../domain/discount-codes.js';
-import type { Activity as ActivityShape } from '../domain/points.js';
-import { redeemPoints } from '../domain/redemptions.js';
+import type { Customer as CustomerShape } from '../domain/customers/index.js';
+import type { Activity as ActivityShape } from '../domain/ledger/index.js';
+import { type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers, redeemPoints } from '../domain/rewards/index.js';
 import { Activity } from './activity.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, PAGE_ARGS } from './connections.js';

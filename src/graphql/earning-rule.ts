@@ -1,13 +1,4 @@
-import {
-  ACTION_LIMITS,
-  createEarningRule,
-  deleteEarningRule,
-  EARNING_RULE_TYPES,
-  type EarningRule as EarningRuleShape,
-  listEarningRules,
-  updateEarningRule,
-} from '../domain/earning-rules.js';
-import { type ActionAward, reportAction } from '../domain/rule-awards.js';
+import { ACTION_LIMITS, type ActionAward, createEarningRule, deleteEarningRule, EARNING_RULE_TYPES, type EarningRule as EarningRuleShape, listEarningRules, reportAction, updateEarningRule } from '../domain/program/index.js';
 import { Activity } from './activity.js';
 import { builder, STOREFRONT } from './builder.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';

@@ -1,10 +1,9 @@
 import { filter, map, pipe } from 'graphql-yoga';
 import { z } from 'zod';
-import { getCustomer } from '../domain/customers.js';
-import { topicMatches } from '../domain/events.js';
-import { balanceChangeOf, findActivity, type Activity as ActivityShape } from '../domain/points.js';
-import { parseInput } from '../domain/validation.js';
-import { isSubscribableTopic } from '../domain/webhook-subscriptions.js';
+import { getCustomer } from '../domain/customers/index.js';
+import { parseInput, topicMatches } from '../domain/kernel/index.js';
+import { type Activity as ActivityShape, balanceChangeOf, findActivity } from '../domain/ledger/index.js';
+import { isSubscribableTopic } from '../domain/webhooks/index.js';
 import type { EventEnvelope } from '../events/outbox-relay.js';
 import { Activity } from './activity.js';
 import { adminKey, builder } from './builder.js';

@@ -1,4 +1,4 @@
-import { EXPIRY_MODES, type ExpirySettings as ExpirySettingsShape, type NextExpiry as NextExpiryShape, nextExpiries } from '../domain/expiry.js';
+import { EXPIRY_MODES, type ExpirySettings as ExpirySettingsShape, nextExpiries, type NextExpiry as NextExpiryShape } from '../domain/program/index.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { Customer } from './customer.js';
 

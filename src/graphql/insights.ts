@@ -1,11 +1,4 @@
-import {
-  INSIGHT_INTERVALS,
-  type PointsInsight as PointsInsightShape,
-  type PointsInsights as PointsInsightsShape,
-  pointsInsights,
-  type RewardInsight as RewardInsightShape,
-  type TierCount as TierCountShape,
-} from '../domain/insights.js';
+import { INSIGHT_INTERVALS, type PointsInsight as PointsInsightShape, pointsInsights, type PointsInsights as PointsInsightsShape, type RewardInsight as RewardInsightShape, type TierCount as TierCountShape } from '../domain/insights/index.js';
 import { builder } from './builder.js';
 import { Shop } from './shop.js';
 

@@ -1,5 +1,4 @@
-import type { GraphQLContext } from './builder.js';
-import type { ServerContext } from './yoga.js';
+import type { GraphQLContext, ServerContext } from './builder.js';
 
 /**
  * Marks the HTTP response as carrying a secret (a new API key, a webhook signing secret):

@@ -1,9 +1,8 @@
 import { type DocumentNode, type ExecutionArgs, GraphQLError } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { LRUCache } from 'lru-cache';
-import type { GraphQLContext } from './builder.js';
+import type { GraphQLContext, ServerContext } from './builder.js';
 import { parseWithLimits } from './limits.js';
-import type { ServerContext } from './yoga.js';
 
 type Yoga = YogaServerInstance<ServerContext, GraphQLContext>;
 type Enveloped = ReturnType<Yoga['getEnveloped']>;

@@ -1,6 +1,5 @@
-import { upsertOrder } from '../domain/order-writes.js';
-import { getOrder, listOrdersOfCustomers, ORDER_STATUSES, type Order as OrderShape, type OrderLine as OrderLineShape } from '../domain/orders.js';
-import { listPendingEarns, type PendingEarn as PendingEarnShape } from '../domain/pending-points.js';
+import { listPendingEarns, type PendingEarn as PendingEarnShape } from '../domain/ledger/index.js';
+import { getOrder, listOrdersOfCustomers, type Order as OrderShape, ORDER_STATUSES, type OrderLine as OrderLineShape, upsertOrder } from '../domain/orders/index.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { Customer } from './customer.js';

@@ -1,5 +1,5 @@
-import type { Customer as CustomerShape } from '../domain/customers.js';
-import { changePoints, type Activity as ActivityShape, type PointsOperation } from '../domain/points.js';
+import type { Customer as CustomerShape } from '../domain/customers/index.js';
+import { type Activity as ActivityShape, changePoints, type PointsOperation } from '../domain/ledger/index.js';
 import { Activity } from './activity.js';
 import { builder } from './builder.js';
 import { Customer } from './customer.js';

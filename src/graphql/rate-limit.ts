@@ -1,12 +1,11 @@
 import { type DocumentNode, type FragmentDefinitionNode, getOperationAST, GraphQLError, type GraphQLSchema, Kind, type SelectionSetNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
-import { rateLimitHeaders, rateLimitMessage, type RateLimiter } from '../rate-limit/limiter.js';
+import { type RateLimiter, rateLimitHeaders, rateLimitMessage } from '../rate-limit/limiter.js';
 import { GRAPHQL_OPERATION, graphqlFieldOperation, type RateLimitedOperation } from '../rate-limit/operations.js';
 import type { StorefrontLimiter } from '../rate-limit/storefront.js';
-import { type GraphQLContext, tokenHolder } from './builder.js';
+import { type GraphQLContext, type ServerContext, tokenHolder } from './builder.js';
 import { graphqlRateUnits } from './limits.js';
 import { perOperation } from './per-operation.js';
-import type { ServerContext } from './yoga.js';
 
 /**
  * Root field names of the operation that will run, fragments followed; aliases do not hide a

@@ -1,14 +1,5 @@
-import type { Customer as CustomerShape } from '../domain/customers.js';
-import {
-  getOrCreateReferralCode,
-  getReferralSettings,
-  listRefereesOfReferrers,
-  referralCodesOf,
-  type Referee as RefereeShape,
-  type ReferralSettings as ReferralSettingsShape,
-  registerReferral,
-  updateReferralSettings,
-} from '../domain/referrals.js';
+import type { Customer as CustomerShape } from '../domain/customers/index.js';
+import { getOrCreateReferralCode, getReferralSettings, listRefereesOfReferrers, type Referee as RefereeShape, referralCodesOf, type ReferralSettings as ReferralSettingsShape, registerReferral, updateReferralSettings } from '../domain/rewards/index.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, PAGE_ARGS } from './connections.js';
 import { Customer, CustomerInput } from './customer.js';

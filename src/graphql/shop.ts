@@ -1,15 +1,9 @@
-import { getShopSettings, type ShopSettings as ShopSettingsShape, updateShopSettings } from '../domain/shop-settings.js';
-import {
-  type ApiKeyInfo,
-  createApiKey,
-  listApiKeys,
-  revokeApiKeyOnRequest,
-  type Shop as ShopShape,
-} from '../domain/shops.js';
+import { getShopSettings, type ShopSettings as ShopSettingsShape, updateShopSettings } from '../domain/settings/index.js';
+import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKeyOnRequest, type Shop as ShopShape } from '../domain/shops/index.js';
 import { adminKey, builder } from './builder.js';
 import { ExpirySettings, ExpirySettingsInput } from './expiry.js';
-import { TierSettings, TierSettingsInput } from './tier.js';
 import { markResponseSecret } from './no-store.js';
+import { TierSettings, TierSettingsInput } from './tier.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implement({

@@ -1,4 +1,4 @@
-import { getShopifyConnection, listShopifyWebhooks, retryShopifyWebhook, setShopifyConnection, type ShopifyConnection as ShopifyConnectionShape, type ShopifyWebhook as ShopifyWebhookShape } from '../domain/shopify-connector.js';
+import { getShopifyConnection, listShopifyWebhooks, retryShopifyWebhook, setShopifyConnection, type ShopifyConnection as ShopifyConnectionShape, type ShopifyWebhook as ShopifyWebhookShape } from '../domain/shopify/index.js';
 import { builder } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { Shop } from './shop.js';

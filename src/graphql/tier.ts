@@ -1,17 +1,4 @@
-import {
-  createTier,
-  type CustomerTier as CustomerTierShape,
-  customerTiers,
-  deleteTier,
-  listTiers,
-  TIER_METRICS,
-  TIER_WINDOWS,
-  type Tier as TierShape,
-  type TierProgress as TierProgressShape,
-  type TierSettings as TierSettingsShape,
-  tierProgress,
-  updateTier,
-} from '../domain/tiers.js';
+import { createTier, type CustomerTier as CustomerTierShape, customerTiers, deleteTier, listTiers, type Tier as TierShape, TIER_METRICS, TIER_WINDOWS, tierProgress, type TierProgress as TierProgressShape, type TierSettings as TierSettingsShape, updateTier } from '../domain/program/index.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { Customer } from './customer.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';

@@ -1,4 +1,4 @@
-import { DomainError, ValidationError } from '../domain/errors.js';
+import { DomainError, ValidationError } from '../domain/kernel/index.js';
 import { builder, STOREFRONT } from './builder.js';
 
 export type UserErrorShape = { code: string; field: string[] | null; message: string };

@@ -1,14 +1,5 @@
-import { NotFoundError } from '../domain/errors.js';
-import {
-  DELIVERY_STATUSES,
-  getDelivery,
-  listAttemptsOfDeliveries,
-  listDeliveriesPage,
-  payloadsOfDeliveries,
-  requestReplay,
-  type WebhookDelivery as WebhookDeliveryShape,
-  type WebhookDeliveryAttempt as WebhookDeliveryAttemptShape,
-} from '../domain/webhook-deliveries.js';
+import { NotFoundError } from '../domain/kernel/index.js';
+import { DELIVERY_STATUSES, getDelivery, listAttemptsOfDeliveries, listDeliveriesPage, payloadsOfDeliveries, requestReplay, type WebhookDelivery as WebhookDeliveryShape, type WebhookDeliveryAttempt as WebhookDeliveryAttemptShape } from '../domain/webhooks/index.js';
 import { BATCH_ONLY, builder } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';

@@ -1,13 +1,4 @@
-import {
-  createSubscription,
-  deleteSubscription,
-  enableSubscription,
-  listSubscriptions,
-  listWebhookTopics,
-  rotateSigningSecret,
-  updateSubscription,
-  type WebhookSubscription as WebhookSubscriptionShape,
-} from '../domain/webhook-subscriptions.js';
+import { createSubscription, deleteSubscription, enableSubscription, listSubscriptions, listWebhookTopics, rotateSigningSecret, updateSubscription, type WebhookSubscription as WebhookSubscriptionShape } from '../domain/webhooks/index.js';
 import { builder } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { markResponseSecret } from './no-store.js';

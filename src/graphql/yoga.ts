@@ -1,33 +1,21 @@
-import type { FastifyReply } from 'fastify';
 import { type ExecutionResult, GraphQLError } from 'graphql';
 import { type CompiledQuery, compileQuery, isCompiledQuery } from 'graphql-jit';
 import { createYoga, maskError, type Plugin } from 'graphql-yoga';
 import { databaseBusy } from '../db/busy.js';
 import type { DB } from '../db/database.js';
+import { DomainError, ValidationError } from '../domain/kernel/index.js';
+import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { EventBus } from '../events/bus.js';
-import { DomainError, ValidationError } from '../domain/errors.js';
 import type { Logger } from '../logger.js';
-import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { StorefrontLimiter } from '../rate-limit/storefront.js';
-import type { TokenHolder } from '../domain/customer-access-tokens.js';
-import type { ApiKeyRef, Shop } from '../domain/shops.js';
-import type { GraphQLContext } from './builder.js';
+import type { GraphQLContext, ServerContext } from './builder.js';
 import { useHeavyOperationQueue } from './heavy-operations.js';
 import { useLimits } from './limits.js';
 import { perOperation } from './per-operation.js';
 import { useRateLimits, useStorefrontRateLimits } from './rate-limit.js';
 import { useRequestChecks } from './request-checks.js';
 import { schema, storefrontSchema } from './schema.js';
-
-/**
- * Over HTTP Fastify's request and reply; over graphql-ws only who the connection authenticated as:
- * the shop and its key (/graphql) or the shop and a customer's token (/storefront/graphql).
- */
-export type ServerContext = {
-  req: { shop: Shop | null; apiKey?: ApiKeyRef | null; customer?: TokenHolder | null };
-  reply?: FastifyReply;
-};
 
 /** The two GraphQL faces: one builder, two schemas (builder.ts). */
 export type Face = 'admin' | 'storefront';

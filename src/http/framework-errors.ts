@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { type ErrorBody, toErrorResponse } from './errors.js';
+import { type ErrorBody, toErrorResponse } from '../requests/errors.js';
 
 /**
  * Fastify answers a URL that does not decode (`%ff`) and a path parameter over the router's

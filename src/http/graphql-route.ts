@@ -5,7 +5,7 @@ import type { DB } from '../db/database.js';
 import { type OperationParams, operationPreparer } from '../graphql/operation.js';
 import { singleResultMediaType } from '../graphql/request-checks.js';
 import { type createGraphQLServer, unauthenticatedError } from '../graphql/yoga.js';
-import { closeIfBodyUnread, resolveShop } from './auth.js';
+import { closeIfBodyUnread, resolveShop } from '../requests/auth.js';
 
 type Yoga = ReturnType<typeof createGraphQLServer>;
 

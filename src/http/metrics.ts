@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { DatabaseHandle, PoolStats } from '../db/database.js';
-import type { FailureCounts } from '../domain/scheduling.js';
+import type { FailureCounts } from '../domain/kernel/index.js';
 
 /**
  * Operations metrics in the Prometheus text format, on a registry each app owns (two apps in one

@@ -1,13 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { DB } from '../db/database.js';
-import { authenticateCustomerToken, isStorefrontOrigin } from '../domain/customer-access-tokens.js';
-import { STOREFRONT_ENDPOINT, type createGraphQLServer, unauthenticatedError } from '../graphql/yoga.js';
+import { authenticateCustomerToken, isStorefrontOrigin } from '../domain/customers/index.js';
 import { singleResultMediaType } from '../graphql/request-checks.js';
+import { type createGraphQLServer, STOREFRONT_ENDPOINT, unauthenticatedError } from '../graphql/yoga.js';
 import type { StorefrontLimiter } from '../rate-limit/storefront.js';
-import { bearerToken, closeIfBodyUnread } from './auth.js';
+import { bearerToken, closeIfBodyUnread } from '../requests/auth.js';
+import { idempotencyHooks } from '../requests/idempotency.js';
 import { graphqlHandler } from './graphql-route.js';
-import { idempotencyHooks } from './idempotency.js';
 
 /** How long a browser may keep a preflight's answer. */
 const PREFLIGHT_MAX_AGE_SECONDS = 600;

@@ -4,11 +4,10 @@ import { GraphQLError } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import type { YogaServerInstance } from 'graphql-yoga';
 import { type WebSocket, WebSocketServer } from 'ws';
+import type { Shop } from '../domain/shops/index.js';
 import type { EventBus } from '../events/bus.js';
-import type { GraphQLContext } from '../graphql/builder.js';
+import type { GraphQLContext, ServerContext } from '../graphql/builder.js';
 import { operationPreparer, type PreparedOperation } from '../graphql/operation.js';
-import type { ServerContext } from '../graphql/yoga.js';
-import type { Shop } from '../domain/shops.js';
 
 /** How often idle sockets are pinged; a peer that misses a pong is dropped. */
 const KEEP_ALIVE_MS = 12_000;

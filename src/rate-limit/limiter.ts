@@ -1,13 +1,13 @@
-import { connectLimiterRedis } from './redis-client.js';
 import type { DB } from '../db/database.js';
-import { shopSettingsGeneration } from '../domain/shop-settings.js';
+import { singleFlight } from '../domain/kernel/index.js';
+import { shopSettingsGeneration } from '../domain/settings/index.js';
 import type { Logger } from '../logger.js';
 import { FallbackStore } from './fallback-store.js';
 import { MemoryStore } from './memory-store.js';
 import type { RateLimitedOperation } from './operations.js';
+import { connectLimiterRedis } from './redis-client.js';
 import { RedisStore } from './redis-store.js';
 import type { RateLimitStore } from './store.js';
-import { singleFlight } from '../domain/single-flight.js';
 
 /** The contract's window: rolling 60 seconds. */
 export const WINDOW_MS = 60_000;

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
-import { createCustomerAccessToken, revokeCustomerAccessTokens } from '../domain/customer-access-tokens.js';
+import { createCustomerAccessToken, revokeCustomerAccessTokens } from '../domain/customers/index.js';
 
 /** The REST twins of customerAccessTokenCreate and customerAccessTokensRevoke, for the shop's backend. */
 export function registerCustomerAccessTokenRoutes(app: FastifyInstance, db: DB): void {

@@ -1,8 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
-import { listEarningRules } from '../domain/earning-rules.js';
-import { earningRuleEligibility, reportAction } from '../domain/rule-awards.js';
-import { customerTierStatus } from '../domain/tiers.js';
+import { customerTierStatus, earningRuleEligibility, listEarningRules, reportAction } from '../domain/program/index.js';
 
 /** GET /earningRules and /earningRules/eligibility (as BLOY has them), POST /actions (custom rules) and GET /vip/tiers/customer. */
 export function registerEarningRuleRoutes(app: FastifyInstance, db: DB): void {

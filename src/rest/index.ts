@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
-import { requireShop } from '../http/auth.js';
-import { idempotencyHooks } from '../http/idempotency.js';
-import { rateLimitHook } from '../http/rate-limit.js';
-import type { WebhookSubscriptionDeps } from '../domain/webhook-subscriptions.js';
+import { requireShop } from '../requests/auth.js';
+import { idempotencyHooks } from '../requests/idempotency.js';
+import { rateLimitHook } from '../requests/rate-limit.js';
+import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import { registerCustomerAccessTokenRoutes } from './customer-access-tokens.js';
 import { registerEarningRuleRoutes } from './earning-rules.js';

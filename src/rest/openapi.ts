@@ -1,33 +1,15 @@
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
-import { customerAccessTokenInputSchema, customerAccessTokensRevokeInputSchema } from '../domain/customer-access-tokens.js';
-import { EVENT_TOPICS } from '../domain/events.js';
-import { customerPageQuerySchema } from '../domain/customers.js';
-import { orderIdSchema, orderInputSchema } from '../domain/orders.js';
-import { actionInputSchema } from '../domain/rule-awards.js';
-import { pointsChangeSchemas } from '../domain/points.js';
-import { pointsRedeemSchema } from '../domain/redemptions.js';
-import { deliveryListQuerySchema } from '../domain/webhook-deliveries.js';
-import { secretRotationSchema, webhookSubscriptionCreateSchema, webhookSubscriptionUpdateSchema } from '../domain/webhook-subscriptions.js';
+import { customerAccessTokenInputSchema, customerAccessTokensRevokeInputSchema, customerPageQuerySchema } from '../domain/customers/index.js';
+import { EVENT_TOPICS } from '../domain/kernel/index.js';
+import { pointsChangeSchemas } from '../domain/ledger/index.js';
+import { orderIdSchema, orderInputSchema } from '../domain/orders/index.js';
+import { actionInputSchema } from '../domain/program/index.js';
+import { pointsRedeemSchema } from '../domain/rewards/index.js';
+import { deliveryListQuerySchema, secretRotationSchema, webhookSubscriptionCreateSchema, webhookSubscriptionUpdateSchema } from '../domain/webhooks/index.js';
 import { REST_PREFIX } from './index.js';
+import { activitySchema, customerSchema, customerTierSchema, earningRuleSchema, idSchema, orderSchema, pointsRedemptionSchema, refereeSchema, timestampSchema, webhookDeliveryDetailSchema, webhookDeliverySchema, webhookEventSchema, webhookSubscriptionSchema, webhookSubscriptionWithSecretSchema, webhookTopicSchema } from './record-schemas.js';
 import { SHOPIFY_WEBHOOKS_PATH } from './shopify-webhooks.js';
-import {
-  activitySchema,
-  customerSchema,
-  customerTierSchema,
-  earningRuleSchema,
-  idSchema,
-  orderSchema,
-  pointsRedemptionSchema,
-  refereeSchema,
-  timestampSchema,
-  webhookDeliveryDetailSchema,
-  webhookDeliverySchema,
-  webhookEventSchema,
-  webhookSubscriptionSchema,
-  webhookSubscriptionWithSecretSchema,
-  webhookTopicSchema,
-} from './record-schemas.js';
 
 /**
  * The OpenAPI 3.1 document of the REST API (GET /openapi.json), generated from the zod schemas
@@ -48,7 +30,7 @@ const ok = <S extends z.ZodRawShape>(id: string, shape: S, message?: string) =>
 
 const fieldIssue = z.strictObject({ path: z.string(), message: z.string() }).meta({ id: 'FieldIssue' });
 
-/** The one error shape (src/http/errors.ts), narrowed to the status and the codes a route can give. */
+/** The one error shape (src/requests/errors.ts), narrowed to the status and the codes a route can give. */
 function errorBody(status: number, codes: readonly string[]) {
   return z.strictObject({
     success: z.literal(false),

@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
-import { upsertOrder } from '../domain/order-writes.js';
-import { getOrder } from '../domain/orders.js';
+import { getOrder, upsertOrder } from '../domain/orders/index.js';
 
 type WithOrderId = { Params: { orderId: string } };
 

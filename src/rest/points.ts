@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
-import { changePoints, type PointsOperation } from '../domain/points.js';
+import { changePoints, type PointsOperation } from '../domain/ledger/index.js';
 
 /** POST /points/add, /points/substract (the contract's spelling, and /points/subtract), /points/update. */
 export function registerPointsRoutes(app: FastifyInstance, db: DB): void {

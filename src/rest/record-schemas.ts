@@ -1,24 +1,11 @@
 import { z } from 'zod';
-import type { Customer } from '../domain/customers.js';
-import type { DiscountCode } from '../domain/discount-codes.js';
-import { ACTION_LIMITS, EARNING_RULE_TYPES, type EarningRule } from '../domain/earning-rules.js';
-import { type Order, type OrderLine, ORDER_STATUSES } from '../domain/orders.js';
-import { EVENT_TOPICS } from '../domain/events.js';
-import { ACTIVITY_TYPES, type Activity } from '../domain/points.js';
-import { REDEMPTION_TYPES } from '../domain/discount-codes.js';
-import {
-  APPLY_PRODUCT_OPTIONS,
-  DISCOUNT_COMBINATIONS,
-  EXCHANGE_TYPES,
-  EXPIRE_DATE_TYPES,
-  MINIMUM_REQUIREMENT_TYPES,
-  PURCHASE_TYPES,
-  type PointsRedemption,
-} from '../domain/redemptions.js';
-import type { Referee } from '../domain/referrals.js';
-import { type Tier, TIER_METRICS, TIER_WINDOWS } from '../domain/tiers.js';
-import { DELIVERY_STATUSES, type WebhookDelivery, type WebhookDeliveryAttempt } from '../domain/webhook-deliveries.js';
-import type { WebhookSubscription, WebhookSubscriptionWithSecret } from '../domain/webhook-subscriptions.js';
+import type { Customer } from '../domain/customers/index.js';
+import { EVENT_TOPICS } from '../domain/kernel/index.js';
+import { type Activity, ACTIVITY_TYPES } from '../domain/ledger/index.js';
+import { type Order, ORDER_STATUSES, type OrderLine } from '../domain/orders/index.js';
+import { ACTION_LIMITS, EARNING_RULE_TYPES, type EarningRule, type Tier, TIER_METRICS, TIER_WINDOWS } from '../domain/program/index.js';
+import { APPLY_PRODUCT_OPTIONS, DISCOUNT_COMBINATIONS, type DiscountCode, EXCHANGE_TYPES, EXPIRE_DATE_TYPES, MINIMUM_REQUIREMENT_TYPES, type PointsRedemption, PURCHASE_TYPES, REDEMPTION_TYPES, type Referee } from '../domain/rewards/index.js';
+import { DELIVERY_STATUSES, type WebhookDelivery, type WebhookDeliveryAttempt, type WebhookSubscription, type WebhookSubscriptionWithSecret } from '../domain/webhooks/index.js';
 
 /**
  * The domain records as the REST API sends them (JSON: dates become ISO strings), for the OpenAPI

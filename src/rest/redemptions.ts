@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DB } from '../db/database.js';
-import { pagePointsRedemptions, redeemPoints } from '../domain/redemptions.js';
+import { pagePointsRedemptions, redeemPoints } from '../domain/rewards/index.js';
 
 /** GET /pointsRedemptions (the options, flagged for a customer) and POST /pointsRedemptions (redeem). */
 export function registerRedemptionRoutes(app: FastifyInstance, db: DB): void {

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DB } from '../db/database.js';
-import { getReferralCode, pageReferees } from '../domain/referrals.js';
+import { getReferralCode, pageReferees } from '../domain/rewards/index.js';
 
 /** GET /referral (get or create the customer's code) and GET /referral/referee (who they referred). */
 export function registerReferralRoutes(app: FastifyInstance, db: DB): void {

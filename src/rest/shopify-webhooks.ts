@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { DB } from '../db/database.js';
-import { receiveShopifyWebhook } from '../domain/shopify-connector.js';
-import { parseInput } from '../domain/validation.js';
-import type { SecretBox } from '../domain/sealing.js';
+import { parseInput, type SecretBox } from '../domain/kernel/index.js';
+import { receiveShopifyWebhook } from '../domain/shopify/index.js';
 
 export const SHOPIFY_WEBHOOKS_PATH = '/integrations/shopify/webhooks';
 

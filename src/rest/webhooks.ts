@@ -1,15 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { getDelivery, listDeliveries, requestReplay } from '../domain/webhook-deliveries.js';
-import {
-  createSubscription,
-  deleteSubscription,
-  enableSubscription,
-  listSubscriptions,
-  listWebhookTopics,
-  rotateSigningSecret,
-  updateSubscription,
-  type WebhookSubscriptionDeps,
-} from '../domain/webhook-subscriptions.js';
+import { createSubscription, deleteSubscription, enableSubscription, getDelivery, listDeliveries, listSubscriptions, listWebhookTopics, requestReplay, rotateSigningSecret, updateSubscription, type WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 
 type WithId = { Params: { id: string } };
 

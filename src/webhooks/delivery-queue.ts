@@ -1,11 +1,10 @@
 import { sql } from 'kysely';
 import type { DB } from '../db/database.js';
-import { type PurgeOptions, type PurgeStep, purgeInBatches } from '../db/purge.js';
+import { purgeInBatches, type PurgeOptions, type PurgeStep } from '../db/purge.js';
 import type { WebhookAttemptTrigger, WebhookDeliveryStatus, WebhookSubscriptionRow } from '../db/schema.js';
 import { inTransaction, type Queryable } from '../db/transaction.js';
-import { recordEvent } from '../domain/events.js';
-import { newId } from '../domain/ids.js';
-import { toWebhookSubscription } from '../domain/webhook-subscriptions.js';
+import { newId, recordEvent } from '../domain/kernel/index.js';
+import { toWebhookSubscription } from '../domain/webhooks/index.js';
 
 /**
  * The delivery worker's queue in `webhook_deliveries`: a row is due when `due_at` has passed.

@@ -2,25 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import type { DB } from '../db/database.js';
 import type { PurgeOptions } from '../db/purge.js';
-import { fanOutEvents, onDeliveriesDue } from '../domain/webhook-deliveries.js';
-import { validSigningSecrets } from '../domain/webhook-subscriptions.js';
+import type { SecretBox } from '../domain/kernel/index.js';
+import { fanOutEvents, onDeliveriesDue, validSigningSecrets } from '../domain/webhooks/index.js';
 import { type OutboxHandler, toEnvelope } from '../events/outbox-relay.js';
 import { wakeableSleep } from '../events/wakeable-sleep.js';
 import type { Logger } from '../logger.js';
-import {
-  type AttemptRecord,
-  type ClaimedDelivery,
-  cancelClaimed,
-  claimDueDeliveries,
-  type DeliveryState,
-  type FinishedAttempt,
-  finishAttempts,
-  handBack,
-  type HealthRules,
-  purgeDeliveries,
-} from './delivery-queue.js';
+import { type AttemptRecord, cancelClaimed, claimDueDeliveries, type ClaimedDelivery, type DeliveryState, finishAttempts, type FinishedAttempt, handBack, type HealthRules, purgeDeliveries } from './delivery-queue.js';
 import { nextRetryDelay, parseRetryAfter } from './retry-schedule.js';
-import type { SecretBox } from '../domain/sealing.js';
 import { type AttemptOutcome, createSender, type Sender } from './sender.js';
 import { signedHeaders } from './signing.js';
 import type { UrlPolicy } from './url-policy.js';

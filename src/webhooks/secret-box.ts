@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { SecretBox } from '../domain/sealing.js';
+import type { SecretBox } from '../domain/kernel/index.js';
 
 /**
  * Webhook signing secrets are encrypted at rest (AES-256-GCM) so that a database dump or backup

@@ -1,7 +1,7 @@
-import { lookup as dnsLookup } from 'node:dns/promises';
 import type { LookupAddress, LookupOptions } from 'node:dns';
+import { lookup as dnsLookup } from 'node:dns/promises';
 import ipaddr from 'ipaddr.js';
-import type { UrlVerdict } from '../domain/webhook-subscriptions.js';
+import type { UrlVerdict } from '../domain/webhooks/index.js';
 
 /**
  * Where webhooks may be sent (DESIGN.md "Webhooks", SSRF). One policy serves both moments that

@@ -17,20 +17,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type DB, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { createShop } from '../../src/domain/shops.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 import { onPostgres } from '../helpers.js';
-import {
-  checkLedger,
-  killAllServers,
-  scaled,
-  type ServerProcess,
-  startServerProcess,
-  startThrowawayPostgres,
-  type ThrowawayPostgres,
-  throwawayPostgresUnavailable,
-  waitUntil,
-} from './processes.js';
+import { checkLedger, killAllServers, scaled, type ServerProcess, startServerProcess, startThrowawayPostgres, type ThrowawayPostgres, throwawayPostgresUnavailable, waitUntil } from './processes.js';
 
 const unavailable = onPostgres ? throwawayPostgresUnavailable() : null;
 if (unavailable) console.warn(`postgres-restart skipped: ${unavailable}`);

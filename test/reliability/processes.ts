@@ -8,8 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { type DB, openDatabase } from '../../src/db/database.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { createShop } from '../../src/domain/shops.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 import { freePort, isolatedPostgresUrl } from '../helpers.js';
 
 /**

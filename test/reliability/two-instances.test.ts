@@ -13,10 +13,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { upsertCustomer } from '../../src/domain/sign-up.js';
-import { createShop } from '../../src/domain/shops.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createShop } from '../../src/domain/shops/shops.js';
 import { onPostgres } from '../helpers.js';
-import { type Collected, collect, wsClient } from '../live-helpers.js';
+import { collect, type Collected, wsClient } from '../live-helpers.js';
 import { type Receiver, startReceiver } from '../webhook-receiver.js';
 import { addPoints, checkLedger, killAllServers, pool, scaled, type ServerProcess, sharedDatabase, startServerProcess, waitUntil } from './processes.js';
 

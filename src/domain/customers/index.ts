@@ -1,0 +1,13 @@
+// Customers: a shop's customers, how they are named and found, and the access tokens a storefront
+// holds for one of them. Their points are the ledger's.
+
+export {
+  authenticateCustomerToken, createCustomerAccessToken, type CustomerAccessToken, customerAccessTokenInputSchema,
+  customerAccessTokensRevokeInputSchema, isStorefrontOrigin, isTokenLive, purgeExpiredCustomerAccessTokens,
+  revokeCustomerAccessTokens, type TokenHolder,
+} from './customer-access-tokens.js';
+export {
+  type Customer, customerIdentifierSchema, customerInputSchema, type CustomerKey, customerNotFound,
+  customerPageQuerySchema, customersByIds, findCustomer, getCustomer, listCustomers, lockCustomer, parseIdentifier,
+  saveCustomerIn, toCustomer, translateUniqueViolation,
+} from './customers.js';

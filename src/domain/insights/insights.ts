@@ -1,0 +1,329 @@
+import { type RawBuilder, sql } from 'kysely';
+import { z } from 'zod';
+import type { DB } from '../../db/database.js';
+import { purgeInBatches, type PurgeOptions } from '../../db/purge.js';
+import type { Queryable, Trx } from '../../db/transaction.js';
+import { parseInput } from '../kernel/index.js';
+
+/**
+ * Program insights (issue 20): the ledger's movements over time, read from `insight_buckets`,
+ * which the statement writing each ledger entry keeps (migration 2026_11_25_013). A series never
+ * scans the ledger: it sums at most a few rows per 15-minute bucket.
+ *
+ * A day is a day of the zone the shop had then (migration 2026_11_27_018): active members are
+ * counted per local day as entries are written, and could not be re-read in another zone's days,
+ * so a change of zone starts new days and leaves those before it as they were (shop_timezones).
+ */
+export const INSIGHT_INTERVALS = ['hour', 'day'] as const;
+export type InsightInterval = (typeof INSIGHT_INTERVALS)[number];
+
+/** Points of a series at most: a year of days, a month of hours. */
+export const MAX_INTERVALS: Record<InsightInterval, number> = { day: 366, hour: 744 };
+
+/** Points moved in one interval (the shop's local hour or day starting at `at`), and the balance owed after it. */
+export type PointsInsight = {
+  at: Date;
+  /** The local date the interval starts on (YYYY-MM-DD), in the zone whose day it is. */
+  date: string;
+  issued: { orders: number; rules: number; manual: number; referrals: number; total: number };
+  /** Taken by manual subtractions and lower sets (API, imports). */
+  removedManually: number;
+  redeemed: number;
+  expired: number;
+  clawedBack: number;
+  /** Points in customers' balances at the end of the interval: the program's liability. */
+  outstanding: number;
+  /** Points held as pending at the end of the interval (orders' points waiting for pendingDays). */
+  pending: number;
+  /**
+   * Customers with a ledger entry other than an expiry, or an order's pending points, that local
+   * day (days only: null in an hourly series).
+   */
+  activeMembers: number | null;
+  /** Customers who joined in the interval (less those deleted since), and all members at its end. */
+  newMembers: number;
+  members: number;
+};
+
+/** Redemptions of one reward in the range: `discount` is a decimal string in the reward's unit (money, percent, shipping). */
+export type RewardInsight = { rewardId: string; name: string | null; type: string | null; codes: number; points: number; discount: string };
+
+export type TierCount = { tierId: string; name: string; members: number };
+
+export type PointsInsights = { interval: InsightInterval; timezone: string; points: PointsInsight[]; rewards: RewardInsight[]; tiers: TierCount[] };
+
+const insightsQuerySchema = z
+  .object({ from: z.date(), to: z.date(), interval: z.enum(INSIGHT_INTERVALS) })
+  .refine((q) => q.to > q.from, { message: 'must be after from', path: ['to'] })
+  .refine((q) => (q.to.getTime() - q.from.getTime()) / (q.interval === 'day' ? 86_400_000 : 3_600_000) <= MAX_INTERVALS[q.interval], {
+    message: `spans too many intervals: at most ${MAX_INTERVALS.day} days or ${MAX_INTERVALS.hour} hours`,
+    path: ['to'],
+  });
+
+type Row = {
+  at: Date;
+  date: string;
+  issued_orders: string;
+  issued_rules: string;
+  issued_manual: string;
+  issued_referrals: string;
+  removed_manual: string;
+  redeemed: string;
+  expired: string;
+  clawed_back: string;
+  outstanding: string;
+  pending: string;
+  active_members: string;
+  new_members: string;
+  members: string;
+};
+
+/**
+ * The series of every local hour or day of the shop that starts in [from, to), the first one
+ * rounded down to its start; an interval without movements is there with zeros. Days are the
+ * shop's days as it had them (its periods of time zones); hours are hours of its zone now.
+ */
+export async function pointsInsights(db: Queryable, shopId: string, query: unknown): Promise<PointsInsights> {
+  const { from, to, interval } = parseInput(insightsQuerySchema, query);
+  const { timezone } = await db.selectFrom('shops').select('timezone').where('id', '=', shopId).executeTakeFirstOrThrow();
+  const current: Period = { since: null, timezone, carriedFrom: null, carriedUntil: null };
+  const periods = interval === 'day' ? await shopPeriods(db, shopId, current) : [current];
+  const start = sql`(select at from first)`;
+  // Days step in local time (a DST day has 23 or 25 hours); a local hour is always 60 minutes (a
+  // clock set back repeats one), so hours step in absolute time.
+  const starts =
+    interval === 'day'
+      ? dayStarts(periods, start, to)
+      : sql`select s as at, to_char(s at time zone ${timezone}, 'YYYY-MM-DD') as date from generate_series(${start}, ${to}::timestamptz, interval '1 hour') s`;
+  const net = sql`issued_orders + issued_rules + issued_manual + issued_referrals - removed_manual - redeemed - expired - clawed_back`;
+  const { rows } = await sql<Row>`
+    with first as (select ${intervalStart(periods, interval, sql`${from}::timestamptz`)} as at),
+    series as (select at, date from (${starts}) s where at < ${to}),
+    moved as (
+      select ${intervalStart(periods, interval, sql`bucket`)} as at,
+        sum(issued_orders) as issued_orders, sum(issued_rules) as issued_rules, sum(issued_manual) as issued_manual,
+        sum(issued_referrals) as issued_referrals, sum(removed_manual) as removed_manual, sum(redeemed) as redeemed,
+        sum(expired) as expired, sum(clawed_back) as clawed_back, sum(${net}) as net, sum(pending) as pending,
+        sum(active_members) as active_members, sum(members) as members
+      from insight_buckets
+      where shop_id = ${shopId} and bucket >= ${start} and bucket < ${to}
+      group by 1
+    ),
+    before as (
+      select coalesce(sum(${net}), 0) as net, coalesce(sum(pending), 0) as pending, coalesce(sum(members), 0) as members
+      from insight_buckets where shop_id = ${shopId} and bucket < ${start}
+    )
+    select s.at, s.date,
+      coalesce(m.issued_orders, 0) as issued_orders, coalesce(m.issued_rules, 0) as issued_rules,
+      coalesce(m.issued_manual, 0) as issued_manual, coalesce(m.issued_referrals, 0) as issued_referrals,
+      coalesce(m.removed_manual, 0) as removed_manual, coalesce(m.redeemed, 0) as redeemed,
+      coalesce(m.expired, 0) as expired, coalesce(m.clawed_back, 0) as clawed_back,
+      (select net from before) + sum(coalesce(m.net, 0)) over (order by s.at) as outstanding,
+      (select pending from before) + sum(coalesce(m.pending, 0)) over (order by s.at) as pending,
+      coalesce(m.active_members, 0) as active_members,
+      coalesce(m.members, 0) as new_members,
+      (select members from before) + sum(coalesce(m.members, 0)) over (order by s.at) as members
+    from series s left join moved m on m.at = s.at
+    order by s.at`.execute(db);
+  const first = rows[0]?.at ?? from;
+  const [rewards, tiers] = await Promise.all([rewardInsights(db, shopId, first, to), tierCounts(db, shopId)]);
+  // Sums of bigints come back as strings; points stay far below 2^53.
+  const n = Number;
+  return {
+    interval,
+    timezone,
+    points: rows.map((r) => {
+      const issued = { orders: n(r.issued_orders), rules: n(r.issued_rules), manual: n(r.issued_manual), referrals: n(r.issued_referrals) };
+      return {
+        at: r.at,
+        date: r.date,
+        issued: { ...issued, total: issued.orders + issued.rules + issued.manual + issued.referrals },
+        removedManually: n(r.removed_manual),
+        redeemed: n(r.redeemed),
+        expired: n(r.expired),
+        clawedBack: n(r.clawed_back),
+        outstanding: n(r.outstanding),
+        pending: n(r.pending),
+        activeMembers: interval === 'day' ? n(r.active_members) : null,
+        newMembers: n(r.new_members),
+        members: n(r.members),
+      };
+    }),
+    rewards,
+    tiers,
+  };
+}
+
+/**
+ * A period of a shop's time zones (shop_timezones): from `since` (null: always), the days are
+ * those of `timezone`, once the day carried into it (from `carriedFrom`) ends at `carriedUntil`.
+ */
+type Period = { since: Date | null; timezone: string; carriedFrom: Date | null; carriedUntil: Date | null };
+
+/** The shop's periods, oldest first; `current` alone for a shop that never changed zone. */
+async function shopPeriods(db: Queryable, shopId: string, current: Period): Promise<Period[]> {
+  const rows = await db
+    .selectFrom('shop_timezones')
+    .select([sql<Date | null>`nullif(since, '-infinity')`.as('since'), 'timezone', 'carried_from', 'carried_until'])
+    .where('shop_id', '=', shopId)
+    .orderBy('shop_timezones.since')
+    .execute();
+  return rows.length ? rows.map((r) => ({ since: r.since, timezone: r.timezone, carriedFrom: r.carried_from, carriedUntil: r.carried_until })) : [current];
+}
+
+/**
+ * The start of the local day (or hour) that holds the instant `at`, as an expression: in `at`'s
+ * period, the start of the day carried into it while that lasts, else its zone's local start.
+ */
+function intervalStart(periods: Period[], unit: InsightInterval, at: RawBuilder<unknown>) {
+  const local = (p: Period) => {
+    const start = sql`date_trunc(${sql.lit(unit)}, ${at} at time zone ${p.timezone}) at time zone ${p.timezone}`;
+    return p.carriedUntil ? sql`case when ${at} < ${p.carriedUntil}::timestamptz then ${p.carriedFrom}::timestamptz else ${start} end` : start;
+  };
+  const later = periods.slice(1).map((p, i) => sql`when ${at} < ${p.since}::timestamptz then ${local(periods[i]!)}`);
+  return later.length ? sql`case ${sql.join(later, sql` `)} else ${local(periods.at(-1)!)} end` : local(periods[0]!);
+}
+
+/**
+ * The starts (and local dates) of the shop's days from `start` (that of the one holding
+ * `from`) up to `to`: each period gives its zone's midnights, once its carried day has ended.
+ */
+function dayStarts(periods: Period[], start: RawBuilder<unknown>, to: Date) {
+  const each = periods.map((p, i) => {
+    const lo = sql`greatest(${p.carriedUntil}::timestamptz, ${start})`;
+    const hi = sql`least(${periods[i + 1]?.since ?? null}::timestamptz, ${to}::timestamptz)`;
+    return sql`select s at time zone ${p.timezone} as at, to_char(s, 'YYYY-MM-DD') as date
+      from generate_series(date_trunc('day', ${lo} at time zone ${p.timezone}), ${hi} at time zone ${p.timezone}, interval '1 day') s
+      where s at time zone ${p.timezone} >= ${lo} and s at time zone ${p.timezone} < ${hi}`;
+  });
+  return sql.join(each, sql` union all `);
+}
+
+/**
+ * Starts a period of the shop's time zones (in the transaction that changes the zone, before it
+ * does): the day in progress goes on until the new zone's first midnight of a later date, so it is
+ * neither cut short nor followed by its own date again. Nothing counted is moved: a few rows,
+ * whatever the shop holds. A shop with nothing counted yet has no days to keep, and takes its zone
+ * for all time.
+ *
+ * The shop's row is locked FOR UPDATE, which waits for the writes in flight (each ledger or pending
+ * insert holds FOR KEY SHARE on it, by its foreign key) and holds new ones until the change commits;
+ * the period starts at the database's clock once the lock is held (or at `now`, when later). So an
+ * entry whose statement read the old zone was stamped before the change, and every later one reads
+ * the new zone: the days are exact under concurrent writes.
+ */
+export async function startTimezonePeriod(trx: Trx, shopId: string, timezone: string, now: Date): Promise<void> {
+  const shop = await trx.selectFrom('shops').select('timezone').where('id', '=', shopId).forUpdate().executeTakeFirst();
+  if (!shop || shop.timezone === timezone) return;
+  const counted = await trx.selectFrom('insight_buckets').select('bucket').where('shop_id', '=', shopId).limit(1).executeTakeFirst();
+  // A zone the database does not know (stored before settings checked it) cannot place a day; the
+  // new zone then takes over all of time, as for a shop with nothing counted yet.
+  const { rows: known } = await sql`select 1 from pg_timezone_names where name = ${shop.timezone}`.execute(trx);
+  if (!counted || known.length === 0) {
+    await trx.deleteFrom('shop_timezones').where('shop_id', '=', shopId).execute();
+    await trx.updateTable('shops').set({ timezone_days_from: null }).where('id', '=', shopId).execute();
+    return;
+  }
+  await sql`
+    with shop as (select timezone, timezone_days_from from shops where id = ${shopId}),
+    last as (select since, carried_day, carried_from from shop_timezones where shop_id = ${shopId} order by since desc limit 1),
+    at as (select greatest(${now}::timestamptz, clock_timestamp(), (select since + interval '1 millisecond' from last)) as t),
+    -- The day in progress: the carried one while it lasts, else a day of the zone the shop has now.
+    day as (
+      select t,
+        case when s.timezone_days_from is null or t >= s.timezone_days_from then (t at time zone s.timezone)::date else l.carried_day end as day,
+        case when s.timezone_days_from is null or t >= s.timezone_days_from then date_trunc('day', t at time zone s.timezone) at time zone s.timezone else l.carried_from end as day_from
+      from at cross join shop s left join last l on true
+    ),
+    initial as (
+      insert into shop_timezones (shop_id, since, timezone)
+      select ${shopId}, '-infinity', timezone from shop where not exists (select from last)
+    ),
+    period as (
+      insert into shop_timezones (shop_id, since, timezone, carried_day, carried_from, carried_until)
+      select ${shopId}, t, ${timezone}, day, day_from, (greatest((t at time zone ${timezone})::date, day) + 1)::timestamp at time zone ${timezone}
+      from day
+      returning carried_until
+    )
+    update shops set timezone_days_from = (select carried_until from period) where id = ${shopId}`.execute(trx);
+}
+
+/** Redemptions in [from, to) by reward, most redeemed first; a deleted reward keeps its figures, without a name. */
+async function rewardInsights(db: Queryable, shopId: string, from: Date, to: Date): Promise<RewardInsight[]> {
+  const { rows } = await sql<{ reward_id: string; name: string | null; type: string | null; codes: string; points: string; discount: string }>`
+    select i.reward_id, r.name, r.type, sum(i.codes) as codes, sum(i.points) as points, sum(i.discount)::text as discount
+    from insight_rewards i left join points_redemptions r on r.id = i.reward_id
+    where i.shop_id = ${shopId} and i.bucket >= ${from} and i.bucket < ${to}
+    group by i.reward_id, r.name, r.type
+    order by sum(i.codes) desc, i.reward_id`.execute(db);
+  return rows.map((r) => ({ rewardId: r.reward_id, name: r.name, type: r.type, codes: Number(r.codes), points: Number(r.points), discount: r.discount }));
+}
+
+/** Members per tier now, lowest tier first (read live: a count per tier on tier_members' tier index). */
+async function tierCounts(db: Queryable, shopId: string): Promise<TierCount[]> {
+  const { rows } = await sql<{ id: string; name: string; members: string }>`
+    select t.id, t.name, (select count(*) from tier_members m where m.tier_id = t.id) as members
+    from tiers t where t.shop_id = ${shopId}
+    order by t.threshold`.execute(db);
+  return rows.map((r) => ({ tierId: r.id, name: r.name, members: Number(r.members) }));
+}
+
+const BUCKET_COLUMNS = ['issued_orders', 'issued_rules', 'issued_manual', 'issued_referrals', 'removed_manual', 'redeemed', 'expired', 'clawed_back', 'pending', 'active_members', 'members'];
+const REWARD_COLUMNS = ['codes', 'points', 'discount'];
+
+/**
+ * Folds the stripes of every bucket that ended before `before` into one row (stripe -1), in
+ * batches, so a series reads one row per past bucket however many connections wrote it. Exact
+ * under live writes: the striped rows are deleted and their sums added in one statement, and a
+ * late write to a folded bucket makes a new striped row, folded by a later run. In the retention
+ * loop (hourly); resolves to the striped rows folded.
+ */
+export async function compactInsights(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
+  let folded = 0;
+  for (const [table, keys, columns] of [
+    ['insight_buckets', ['shop_id', 'bucket'], BUCKET_COLUMNS],
+    ['insight_rewards', ['shop_id', 'bucket', 'reward_id'], REWARD_COLUMNS],
+  ] as const) {
+    folded += await purgeInBatches<true>(options, async (_position, limit) => {
+      const list = sql.join(keys.map((k) => sql.ref(k)));
+      const sums = sql.join(columns.map((c) => sql`sum(${sql.ref(c)})`));
+      const { rows } = await sql<{ n: string }>`
+        with striped as (
+          select ${list} from ${sql.table(table)} where stripe >= 0 and bucket < ${before} order by bucket, shop_id limit ${limit}
+        ), gone as (
+          delete from ${sql.table(table)} t using (select distinct * from striped) k
+          where ${sql.join(keys.map((k) => sql`t.${sql.ref(k)} = k.${sql.ref(k)}`), sql` and `)} and t.stripe >= 0
+          returning t.*
+        ), folded as (
+          insert into ${sql.table(table)} as f (${list}, stripe, ${sql.join(columns.map((c) => sql.ref(c)))})
+          select ${list}, -1, ${sums} from gone group by ${list}
+          on conflict (${list}, stripe) do update set ${sql.join(columns.map((c) => sql`${sql.ref(c)} = f.${sql.ref(c)} + excluded.${sql.ref(c)}`))}
+        )
+        select count(*) as n from gone`.execute(db);
+      const n = Number(rows[0]!.n);
+      return { deleted: n, next: n > 0 ? true : null };
+    });
+  }
+  return folded;
+}
+
+/**
+ * Deletes the active-member markers of days before `before`'s UTC date: at least two local days
+ * past in any time zone, so no entry can mark them again; but a day carried over a change of time
+ * zone can last longer (it goes on until the new zone's next midnight), so its markers stay until
+ * it ended before `before`. In the retention loop.
+ */
+export async function purgeActiveMemberMarkers(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
+  return purgeInBatches<true>(options, async (_position, limit) => {
+    const { rows } = await sql<{ n: string }>`
+      with gone as (
+        delete from insight_active_days where (day, shop_id, customer_id) in (
+          select day, shop_id, customer_id from insight_active_days m where day < ${before.toISOString().slice(0, 10)}::date
+            and not exists (select from shop_timezones p where p.shop_id = m.shop_id and p.carried_day = m.day and p.carried_until > ${before})
+          order by day, shop_id, customer_id limit ${limit})
+        returning 1)
+      select count(*) as n from gone`.execute(db);
+    const n = Number(rows[0]!.n);
+    return { deleted: n, next: n < limit ? null : true };
+  });
+}

@@ -1,0 +1,28 @@
+// The kernel: what every capability shares and none owns: errors, ids, money, validation, pages,
+// the outbox's event catalog, a shop's calendar, and how due work is claimed and retried.
+
+export { nextDay, shopPeriods, startOfShopDay } from './calendar.js';
+export {
+  ConflictError, DomainError, type FieldIssue, NotFoundError, RuleViolationError, UnauthenticatedError,
+  ValidationError,
+} from './errors.js';
+export {
+  announceOutboxWrite, EVENT_TOPICS, type EventTopic, newEventId, onOutboxCommit, purgeRelayedOutboxEvents,
+  recordEvent, recordEvents, recordShopEvents, type ShopEvent, topicMatches,
+} from './events.js';
+export { isId, newId, randomString, READABLE_ALPHABET, sha256 } from './ids.js';
+export { currencySchema, formatMoney, lcm, mulDivFloor, parseMoney } from './money.js';
+export { MAX_PAGE_SIZE, offsetOf, offsetPageSchema, pageOfKeys } from './offset-pages.js';
+export {
+  beforeTimeCursor, decodeCursor, encodeCursor, encodeTimeCursor, invalidCursor, type Page, type PageArgs, pageBySeq,
+  pagesBySeq, type SeqList,
+} from './pagination.js';
+export {
+  countFailures, type DueWork, failedItems, failingItems, type FailingItems, type FailureCounts, type FailureFilter,
+  listFailures, retrySetAside, runClaimed,
+} from './scheduling.js';
+export { type SecretBox } from './sealing.js';
+export { singleFlight } from './single-flight.js';
+export {
+  describeIssues, parseInput, pathToUnstorable, safeParseInput, UNSTORABLE_MESSAGE, validationErrorFrom,
+} from './validation.js';

@@ -1,0 +1,426 @@
+import { type RawBuilder, sql } from 'kysely';
+import { z } from 'zod';
+import type { DB } from '../../db/database.js';
+import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
+import { customerIdentifierSchema, getCustomer } from '../customers/index.js';
+import { ConflictError, type DueWork, formatMoney, newId, nextDay, NotFoundError, parseInput, parseMoney, RuleViolationError, shopPeriods, ValidationError } from '../kernel/index.js';
+import { MAX_AMOUNT } from '../ledger/index.js';
+import { MULTIPLIER_ONE } from '../orders/index.js';
+import { moveShopDay, oldestDueShopDay, runDueShopDays, type ShopDayRun } from './shop-days.js';
+
+/**
+ * VIP tiers (DESIGN.md "VIP tiers"; docs/tiers.md). A shop ranks its customers by one metric over
+ * one window; each tier is a threshold on it and a place_order multiplier.
+ *
+ * The metric is kept by the database, per customer and shop-local day (tier_metric_days), by two
+ * triggers (migration 2026_11_24_011): every ledger entry adds to points_earned and every order
+ * write to amount_spent, in the writing statement, and the customer's tier rises at once when it
+ * reaches a higher threshold. It falls only here, at the daily evaluation (`tierEvaluation`), so a
+ * refund or a window moving on never flaps a tier within a day.
+ */
+
+export const TIER_METRICS = ['points_earned', 'amount_spent'] as const;
+export const TIER_WINDOWS = ['lifetime', 'calendar_year', 'rolling_days'] as const;
+export type TierSettings = { metric: (typeof TIER_METRICS)[number]; window: (typeof TIER_WINDOWS)[number]; days: number };
+
+/** A rolling window of at most three years: longer is lifetime in all but name. */
+export const TIER_WINDOW_DAYS_MAX = 1096;
+/** A ladder, not a catalogue. */
+const MAX_TIERS = 20;
+/** ×100 at most: past that a tier is a typo. */
+const MAX_MULTIPLIER_BP = 100 * MULTIPLIER_ONE;
+
+export const tierSettingsSchema = z.strictObject({
+  metric: z.enum(TIER_METRICS).optional(),
+  window: z.enum(TIER_WINDOWS).optional(),
+  days: z.number().int().min(1).max(TIER_WINDOW_DAYS_MAX).optional(),
+});
+
+export type Tier = {
+  id: string;
+  name: string;
+  /** Points (points_earned) or a decimal amount in the shop's currency (amount_spent). */
+  threshold: string;
+  /** The place_order multiplier, a decimal string: "1", "1.25". */
+  multiplier: string;
+  createdAt: Date;
+  updatedAt: Date;
+};
+
+type TierRow = { id: string; name: string; threshold: number; multiplier_bp: number; created_at: Date; updated_at: Date };
+type Program = { metric: TierSettings['metric']; currency: string };
+
+/** "1.25" for 12,500 basis points. */
+export function formatMultiplier(bp: number): string {
+  const whole = Math.floor(bp / MULTIPLIER_ONE);
+  const fraction = String(bp % MULTIPLIER_ONE).padStart(4, '0').replace(/0+$/, '');
+  return fraction ? `${whole}.${fraction}` : String(whole);
+}
+
+/** A metric amount as the API shows it: points, or money in the shop's currency. */
+export function formatMetric(value: number, program: Program): string {
+  return program.metric === 'amount_spent' ? formatMoney(value, program.currency) : String(value);
+}
+
+function toTier(row: TierRow, program: Program): Tier {
+  return {
+    id: row.id,
+    name: row.name,
+    threshold: formatMetric(row.threshold, program),
+    multiplier: formatMultiplier(row.multiplier_bp),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+const tierFieldsSchema = z.strictObject({
+  name: z.string().trim().min(1).max(64),
+  threshold: z.string().trim().max(32),
+  multiplier: z.string().trim().regex(/^\d{1,3}(\.\d{1,4})?$/, 'a decimal such as "1.5", at most 4 decimals').optional(),
+});
+const tierUpdateSchema = tierFieldsSchema.partial().extend({ id: z.string().min(1).max(64) });
+
+function parseThreshold(value: string, program: Program): number {
+  if (program.metric === 'amount_spent') {
+    const money = parseMoney(value, program.currency);
+    if (!money.ok) throw new ValidationError(money.message, [{ path: 'threshold', message: money.message }]);
+    return money.minor;
+  }
+  if (!/^\d{1,10}$/.test(value) || Number(value) > MAX_AMOUNT) {
+    const message = `points_earned thresholds are whole points from 0 to ${MAX_AMOUNT}, as a string ("500")`;
+    throw new ValidationError(message, [{ path: 'threshold', message }]);
+  }
+  return Number(value);
+}
+
+function parseMultiplier(value: string): number {
+  const [whole, fraction = ''] = value.split('.');
+  const bp = Number(whole) * MULTIPLIER_ONE + Number(fraction.padEnd(4, '0'));
+  if (bp < MULTIPLIER_ONE || bp > MAX_MULTIPLIER_BP) {
+    const message = 'a multiplier is from 1 (points as the rules say) to 100';
+    throw new ValidationError(message, [{ path: 'multiplier', message }]);
+  }
+  return bp;
+}
+
+/** Locks the shop's row (tier changes wait for each other, and for no ledger write but a moment) and reads what tiers are counted by. */
+async function lockProgram(trx: Trx, shopId: string): Promise<Program & { tiersOn: boolean }> {
+  const shop = await trx.selectFrom('shops').select(['tier_metric', 'currency', 'tiers_on']).where('id', '=', shopId).forUpdate().executeTakeFirst();
+  if (!shop) throw new NotFoundError('shop_not_found', `no shop with id ${shopId}`);
+  return { metric: shop.tier_metric as Program['metric'], currency: shop.currency, tiersOn: shop.tiers_on };
+}
+
+async function readProgram(db: Queryable, shopId: string): Promise<Program> {
+  const shop = await db.selectFrom('shops').select(['tier_metric', 'currency']).where('id', '=', shopId).executeTakeFirstOrThrow();
+  return { metric: shop.tier_metric as Program['metric'], currency: shop.currency };
+}
+
+export async function listTiers(db: Queryable, shopId: string): Promise<Tier[]> {
+  const [program, rows] = await Promise.all([readProgram(db, shopId), listTierRows(db, shopId)]);
+  return rows.map((r) => toTier(r, program));
+}
+
+/**
+ * Tiers form a ladder: thresholds differ (two tiers never overlap) and a higher tier never
+ * multiplies less than a lower one. Checked on the whole ladder as the change leaves it, under the shop's lock.
+ */
+async function checkLadder(trx: Trx, shopId: string): Promise<void> {
+  const rows = await trx.selectFrom('tiers').select(['name', 'threshold', 'multiplier_bp']).where('shop_id', '=', shopId).orderBy('threshold').execute();
+  if (rows.length > MAX_TIERS) throw new RuleViolationError('tier_limit', `a shop has at most ${MAX_TIERS} tiers`);
+  for (let i = 1; i < rows.length; i++) {
+    if (rows[i]!.multiplier_bp < rows[i - 1]!.multiplier_bp) {
+      throw new RuleViolationError(
+        'tier_order',
+        `tier "${rows[i]!.name}" has a higher threshold than "${rows[i - 1]!.name}" but a lower multiplier: a higher tier never earns less`,
+        ['multiplier'],
+      );
+    }
+  }
+}
+
+function translateConflict(err: unknown): never {
+  const { code, constraint } = err as { code?: string; constraint?: string };
+  if (code === '23505' && constraint === 'tiers_shop_name_key') throw new ConflictError('tier_name_taken', 'the shop already has a tier of that name', ['name']);
+  if (code === '23505') throw new ConflictError('tier_threshold_taken', 'another tier has that threshold: two tiers cannot overlap', ['threshold']);
+  throw err;
+}
+
+export async function createTier(db: DB, shopId: string, input: unknown, now = new Date()): Promise<{ tier: Tier }> {
+  const fields = parseInput(tierFieldsSchema, input);
+  return inTransaction(db, async (trx) => {
+    const program = await lockProgram(trx, shopId);
+    const row = await trx
+      .insertInto('tiers')
+      .values({
+        id: newId(),
+        shop_id: shopId,
+        name: fields.name,
+        threshold: parseThreshold(fields.threshold, program),
+        multiplier_bp: fields.multiplier === undefined ? MULTIPLIER_ONE : parseMultiplier(fields.multiplier),
+        created_at: now,
+        updated_at: now,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow()
+      .catch(translateConflict);
+    await checkLadder(trx, shopId);
+    if (!program.tiersOn) await startKeepingMetric(trx, shopId);
+    await evaluateNow(trx, shopId, now);
+    return { tier: toTier(row, program) };
+  });
+}
+
+export async function updateTier(db: DB, shopId: string, input: unknown, now = new Date()): Promise<{ tier: Tier }> {
+  const { id, ...patch } = parseInput(tierUpdateSchema, input);
+  return inTransaction(db, async (trx) => {
+    const program = await lockProgram(trx, shopId);
+    const row = await trx
+      .updateTable('tiers')
+      .set({
+        name: patch.name,
+        threshold: patch.threshold === undefined ? undefined : parseThreshold(patch.threshold, program),
+        multiplier_bp: patch.multiplier === undefined ? undefined : parseMultiplier(patch.multiplier),
+        updated_at: now,
+      })
+      .where('id', '=', id)
+      .where('shop_id', '=', shopId)
+      .returningAll()
+      .executeTakeFirst()
+      .catch(translateConflict);
+    if (!row) throw tierNotFound(id);
+    await checkLadder(trx, shopId);
+    await evaluateNow(trx, shopId, now);
+    return { tier: toTier(row, program) };
+  });
+}
+
+/**
+ * A tier nobody holds can go. One held is refused: its holders would fall on the spot, which
+ * only the daily evaluation may do. Raise its threshold out of reach, and delete it the day after.
+ */
+export async function deleteTier(db: DB, shopId: string, id: string, now = new Date()): Promise<{ deletedId: string }> {
+  return inTransaction(db, async (trx) => {
+    await lockProgram(trx, shopId);
+    const tier = await trx.selectFrom('tiers').select('id').where('id', '=', id).where('shop_id', '=', shopId).executeTakeFirst();
+    if (!tier) throw tierNotFound(id);
+    const held = await trx.selectFrom('tier_members').select((eb) => eb.fn.countAll<number>().as('n')).where('tier_id', '=', id).executeTakeFirstOrThrow();
+    if (Number(held.n) > 0) {
+      throw new ConflictError('tier_in_use', `${held.n} customer(s) hold this tier; raise its threshold, let the daily evaluation move them, then delete it`, ['id']);
+    }
+    await trx
+      .deleteFrom('tiers')
+      .where('id', '=', id)
+      .execute()
+      .catch((err) => {
+        // A customer reached it (an upgrade, an evaluation) while this waited for their commit.
+        if ((err as { code?: string }).code === '23503') throw new ConflictError('tier_in_use', 'a customer reached this tier meanwhile; try again once nobody holds it', ['id']);
+        throw err;
+      });
+    const left = await trx.selectFrom('tiers').select('id').where('shop_id', '=', shopId).limit(1).executeTakeFirst();
+    if (left) await evaluateNow(trx, shopId, now);
+    else await stopKeepingMetric(trx, shopId);
+    return { deletedId: id };
+  });
+}
+
+function tierNotFound(id: string) {
+  return new NotFoundError('tier_not_found', `no tier with id ${id}`, ['id']);
+}
+
+/**
+ * The shop's first tier: from now on the triggers keep its metric, and what happened before
+ * counts too: the ledger and the orders so far are summed per customer and day, once
+ * (`tier_metric_rebuild`, migration 2026_11_27_017), under the shop's lock (ledger and order
+ * writes wait on it for that long).
+ */
+async function startKeepingMetric(trx: Trx, shopId: string): Promise<void> {
+  await trx.updateTable('shops').set({ tiers_on: true }).where('id', '=', shopId).execute();
+  await sql`select tier_metric_rebuild(${shopId})`.execute(trx);
+}
+
+/** The shop's last tier is gone: its metric is no longer kept, nor its evaluation run. */
+async function stopKeepingMetric(trx: Trx, shopId: string): Promise<void> {
+  await trx.updateTable('shops').set({ tiers_on: false }).where('id', '=', shopId).execute();
+  await sql`delete from tier_metric_days d using tier_members m where m.shop_id = ${shopId} and d.customer_id = m.customer_id`.execute(trx);
+  await sql`delete from tier_order_points p using tier_members m where m.shop_id = ${shopId} and p.customer_id = m.customer_id`.execute(trx);
+  await trx.deleteFrom('tier_members').where('shop_id', '=', shopId).execute();
+  await trx.deleteFrom('shop_day_runs').where('shop_id', '=', shopId).where('kind', '=', 'tiers').execute();
+}
+
+/**
+ * The ladder or the window changed: every member is evaluated again now (an evaluation run due
+ * at once), and the daily evaluation goes on from today.
+ */
+export async function evaluateNow(trx: Trx, shopId: string, now: Date): Promise<void> {
+  const { timezone, tiers_on } = await trx.selectFrom('shops').select(['timezone', 'tiers_on']).where('id', '=', shopId).executeTakeFirstOrThrow();
+  if (!tiers_on) return;
+  const { day } = shopPeriods(now, timezone);
+  await trx
+    .insertInto('shop_day_runs')
+    .values({ shop_id: shopId, kind: 'tiers', day, due_at: now, after_id: null })
+    .onConflict((oc) => oc.columns(['shop_id', 'kind']).doUpdateSet({ day, due_at: now, after_id: null }))
+    .execute();
+}
+
+/**
+ * The metric can change only while no tier counts by it (thresholds mean points or money); the
+ * window can change at any time, and everyone is evaluated again. Called by the settings writer
+ * with the shop's row locked.
+ */
+export async function changeTierSettings(trx: Trx, shopId: string, before: { tier_metric: string }, after: { tier_metric: string }, now: Date): Promise<void> {
+  if (before.tier_metric !== after.tier_metric) {
+    const tier = await trx.selectFrom('tiers').select('id').where('shop_id', '=', shopId).limit(1).executeTakeFirst();
+    if (tier) {
+      throw new RuleViolationError('tier_metric_in_use', `the shop's tiers count ${before.tier_metric}; delete them before counting ${after.tier_metric}`, ['tiers', 'metric']);
+    }
+  }
+  await evaluateNow(trx, shopId, now);
+}
+
+export type CustomerTier = { tier: Tier; since: Date };
+/** `current`, `remaining` and the thresholds count `metric`: whole points, or money in `currency` (null for points). */
+export type TierProgress = { current: string; next: Tier | null; remaining: string | null; metric: TierSettings['metric']; currency: string | null };
+
+/** The tiers customers hold, for a loader: by customer id, in the order asked (null: none). */
+export async function customerTiers(db: Queryable, shopId: string, customerIds: readonly string[]): Promise<Array<CustomerTier | null>> {
+  const [program, rows] = await Promise.all([
+    readProgram(db, shopId),
+    db
+      .selectFrom('tier_members as m')
+      .innerJoin('tiers as t', 't.id', 'm.tier_id')
+      .select(['m.customer_id', 'm.since', 't.id', 't.name', 't.threshold', 't.multiplier_bp', 't.created_at', 't.updated_at'])
+      .where('m.shop_id', '=', shopId)
+      .where('m.customer_id', 'in', customerIds)
+      .execute(),
+  ]);
+  const byCustomer = new Map(rows.map((r) => [r.customer_id, { tier: toTier(r, program), since: r.since! }]));
+  return customerIds.map((id) => byCustomer.get(id) ?? null);
+}
+
+/**
+ * Where customers stand: their metric over the window now (this year's, for calendar_year), the
+ * next tier above the one they hold, and what it takes to reach it. Read live, like nextExpiry.
+ */
+export async function tierProgress(db: Queryable, shopId: string, customerIds: readonly string[], now = new Date()): Promise<TierProgress[]> {
+  const progress = sql<{ customer_id: string; value: number; next_id: string | null }>`
+    select c.id as customer_id, v.metric_value as value,
+      (select t.id from tiers t where t.shop_id = c.shop_id and t.threshold > greatest(v.metric_value, coalesce(h.threshold, -1)) order by t.threshold limit 1) as next_id
+    from customers c join ${memberValues(shopId, sql`${[...customerIds]}::text[]`, now, false)} v on v.member_id = c.id
+    left join tier_members m on m.customer_id = c.id left join tiers h on h.id = m.tier_id
+    where c.shop_id = ${shopId}`.execute(db);
+  // Three reads at once: the standings, the ladder and what it counts.
+  const [{ rows }, tierRows, program] = await Promise.all([progress, listTierRows(db, shopId), readProgram(db, shopId)]);
+  const tiers = new Map(tierRows.map((r) => [r.id, r]));
+  const byCustomer = new Map(rows.map((r) => [r.customer_id, r]));
+  return customerIds.map((id) => {
+    const row = byCustomer.get(id);
+    const value = Number(row?.value ?? 0);
+    const next = row?.next_id ? tiers.get(row.next_id)! : undefined;
+    return {
+      current: formatMetric(value, program),
+      next: next ? toTier(next, program) : null,
+      remaining: next ? formatMetric(Math.max(0, next.threshold - value), program) : null,
+      metric: program.metric,
+      currency: program.metric === 'amount_spent' ? program.currency : null,
+    };
+  });
+}
+
+export type CustomerTierStatus = {
+  customer: string;
+  tier: Tier | null;
+  since: Date | null;
+  metric: TierSettings['metric'];
+  window: TierSettings['window'];
+  progress: Pick<TierProgress, 'current' | 'next' | 'remaining'>;
+};
+
+/** GET /vip/tiers/customer: the customer's tier, since when, and their progress, by the shop's customer id or e-mail. */
+export async function customerTierStatus(db: Queryable, shopId: string, query: unknown, now = new Date()): Promise<CustomerTierStatus> {
+  const { customerIdentifier } = parseInput(z.object({ customerIdentifier: customerIdentifierSchema }), query);
+  const customer = await getCustomer(db, shopId, customerIdentifier);
+  const [[held], [progress], shop] = await Promise.all([
+    customerTiers(db, shopId, [customer.id]),
+    tierProgress(db, shopId, [customer.id], now),
+    db.selectFrom('shops').select(['tier_metric', 'tier_window']).where('id', '=', shopId).executeTakeFirstOrThrow(),
+  ]);
+  return {
+    customer: customer.id,
+    tier: held?.tier ?? null,
+    since: held?.since ?? null,
+    metric: shop.tier_metric as TierSettings['metric'],
+    window: shop.tier_window as TierSettings['window'],
+    progress: { current: progress!.current, next: progress!.next, remaining: progress!.remaining },
+  };
+}
+
+function listTierRows(db: Queryable, shopId: string) {
+  return db.selectFrom('tiers').selectAll().where('shop_id', '=', shopId).orderBy('threshold').execute();
+}
+
+/**
+ * Members' metrics at `now` over the shop's window (member_id, metric_value), as an SQL subquery;
+ * with_prior: for calendar_year, this year's or last year's, the better (what decides the tier).
+ */
+function memberValues(shopId: string, ids: RawBuilder<unknown>, now: Date, withPrior: boolean) {
+  return sql`(select v.member_id, v.metric_value from shops s
+    cross join lateral tier_values(${ids}, s.tier_metric, s.tier_window, s.tier_window_days, s.timezone, ${now}, ${withPrior}) v where s.id = ${shopId})`;
+}
+
+/** How many members one evaluation transaction walks: short enough that live writes barely wait on it. */
+const EVALUATION_BATCH = 2000;
+
+/**
+ * The daily evaluation (DESIGN.md "Time-driven work"): each shop with tiers has a shop_day_runs
+ * row, due when its day begins in its time zone. Whichever instance claims it (FOR UPDATE SKIP
+ * LOCKED) walks the shop's members in batches, one transaction each, setting every tier to what
+ * the metric now reaches: the only place a tier falls.
+ */
+export const tierEvaluation: DueWork = {
+  name: 'tier_evaluation',
+  runDue: (db: DB, now: Date, limit: number) => runDueShopDays(db, 'tier_evaluation', 'tiers', now, limit, (trx, run) => evaluateBatch(trx, run, now)),
+  oldestDue: (db: DB, now: Date) => oldestDueShopDay(db, 'tier_evaluation', 'tiers', now),
+};
+
+/** Evaluates the next batch of a claimed shop's run. Counts members walked, and the day's end as one. */
+async function evaluateBatch(trx: Trx, run: ShopDayRun, now: Date): Promise<number> {
+  const shopId = run.shop_id;
+  // What each member of the batch should hold, read without locks: most hold it already.
+  const { rows } = await sql<{ customer_id: string; changes: boolean }>`
+    with batch as (
+      select m.customer_id, m.tier_id from tier_members m
+      where m.shop_id = ${shopId} and m.customer_id > ${run.after_id ?? ''}
+      order by m.customer_id limit ${EVALUATION_BATCH}
+    )
+    select b.customer_id, tier_for(${shopId}, v.metric_value) is distinct from b.tier_id as changes
+    from batch b join ${memberValues(shopId, sql`array(select customer_id from batch)`, now, true)} v on v.member_id = b.customer_id
+    order by b.customer_id`.execute(trx);
+  const changing = rows.filter((r) => r.changes).map((r) => r.customer_id);
+  if (changing.length) {
+    // Then only those are locked and judged again, on what writers committed meanwhile: a live
+    // write's upgrade, or its metric, is never undone by the first read.
+    await sql`select 1 from tier_members where customer_id = any(${changing}::text[]) order by customer_id for update`.execute(trx);
+    await sql`
+      with changed as (
+        update tier_members m set tier_id = t.tier_id, since = ${now}
+        from (select m.customer_id, m.tier_id as held, tier_for(${shopId}, v.metric_value) as tier_id
+              from tier_members m join ${memberValues(shopId, sql`${changing}::text[]`, now, true)} v on v.member_id = m.customer_id) t
+        where m.customer_id = t.customer_id and t.tier_id is distinct from t.held
+        returning m.customer_id, t.held, t.tier_id
+      )
+      insert into outbox_events (id, shop_id, type, data)
+      select new_event_id(), ${shopId}, 'tiers/changed', tier_event(customer_id, held, tier_id, 'evaluation') from changed order by customer_id`.execute(trx);
+  }
+  const walked = rows.length;
+  const last = rows.at(-1)?.customer_id ?? null;
+  if (walked === EVALUATION_BATCH) {
+    await trx.updateTable('shop_day_runs').set({ after_id: last }).where('shop_id', '=', run.shop_id).where('kind', '=', 'tiers').execute();
+    return walked;
+  }
+  // Done: the next evaluation is due when the shop's next day begins. Days missed while the service
+  // was down need no walk of their own: this one judged every member by the window as it is now.
+  const { timezone } = await trx.selectFrom('shops').select('timezone').where('id', '=', run.shop_id).executeTakeFirstOrThrow();
+  const today = shopPeriods(now, timezone).day;
+  await moveShopDay(trx, run.shop_id, 'tiers', nextDay(run.day > today ? run.day : today));
+  return walked + 1;
+}

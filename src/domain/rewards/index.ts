@@ -1,0 +1,13 @@
+// Rewards: what points buy (redemptions and the discount codes they issue) and referrals, whose
+// rewards are points too.
+
+export { type DiscountCode, listDiscountCodesOfCustomers, REDEMPTION_TYPES } from './discount-codes.js';
+export {
+  APPLY_PRODUCT_OPTIONS, createPointsRedemption, deletePointsRedemption, DISCOUNT_COMBINATIONS, EXCHANGE_TYPES,
+  EXPIRE_DATE_TYPES, listPointsRedemptions, MINIMUM_REQUIREMENT_TYPES, pagePointsRedemptions, pointsRedeemSchema,
+  type PointsRedemption, PURCHASE_TYPES, redeemOwnPoints, redeemPoints, updatePointsRedemption,
+} from './redemptions.js';
+export {
+  getOrCreateReferralCode, getReferralCode, getReferralSettings, linkReferee, listRefereesOfReferrers, pageReferees,
+  type Referee, referralCodeOf, referralCodesOf, type ReferralSettings, registerReferral, updateReferralSettings,
+} from './referrals.js';
