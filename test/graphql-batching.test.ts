@@ -6,7 +6,7 @@ import { toCustomer } from '../src/domain/customers/customers.js';
 import { newId } from '../src/domain/kernel/ids.js';
 import { changePoints, listActivities } from '../src/domain/ledger/points.js';
 import { upsertCustomer } from '../src/domain/program/sign-up.js';
-import { listDiscountCodes } from '../src/domain/rewards/discount-codes.js';
+import { listDiscountCodes } from '../src/domain/codes/discount-codes.js';
 import { createPointsRedemption, redeemPoints } from '../src/domain/rewards/redemptions.js';
 import { ensureReferralCode, listReferees, registerReferral } from '../src/domain/rewards/referrals.js';
 import { createShop, type Shop } from '../src/domain/shops/shops.js';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listCustomers, prefixRange } from '../src/domain/customers/customers.js';
 import type { Page, PageArgs } from '../src/domain/kernel/pagination.js';
 import { listActivities, listActivitiesOfCustomers } from '../src/domain/ledger/points.js';
-import { listDiscountCodes, listDiscountCodesOfCustomers } from '../src/domain/rewards/discount-codes.js';
+import { listDiscountCodes, listDiscountCodesOfCustomers } from '../src/domain/codes/discount-codes.js';
 import { listReferees, listRefereesOfReferrers, pageReferees } from '../src/domain/rewards/referrals.js';
 import { listDeliveries, listDeliveriesPage } from '../src/domain/webhooks/webhook-deliveries.js';
 import { buildLargeShop, subscriptionId } from './fixtures/large-shop.js';

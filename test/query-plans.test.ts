@@ -10,7 +10,7 @@ import { writeFirstStates } from '../src/domain/orders/order-first-states.js';
 import { parseOrderPut } from '../src/domain/orders/orders.js';
 import { birthdayRun } from '../src/domain/program/birthday-run.js';
 import { nextExpiries, pointExpiry } from '../src/domain/program/expiry.js';
-import { listDiscountCodes, listDiscountCodesOfCustomers } from '../src/domain/rewards/discount-codes.js';
+import { listDiscountCodes, listDiscountCodesOfCustomers } from '../src/domain/codes/discount-codes.js';
 import { listReferees, listRefereesOfReferrers, pageReferees } from '../src/domain/rewards/referrals.js';
 import { getDelivery, listAttemptsOfDeliveries, listDeliveries, listDeliveriesPage } from '../src/domain/webhooks/webhook-deliveries.js';
 import { buildLargeShop, deliveryId, LARGE_TABLES, subscriptionId } from './fixtures/large-shop.js';

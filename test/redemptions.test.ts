@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from '../src/db/transaction.js';
 import { ensureDemoShop } from '../src/demo.js';
 import { READABLE_ALPHABET } from '../src/domain/kernel/ids.js';
-import { DISCOUNT_CODE_RANDOM_LENGTH, issueDiscountCode } from '../src/domain/rewards/discount-codes.js';
+import { DISCOUNT_CODE_RANDOM_LENGTH, issueDiscountCode } from '../src/domain/codes/discount-codes.js';
 import { createPointsRedemption } from '../src/domain/rewards/redemptions.js';
 import { onPostgres, startTestApp, type TestApp } from './helpers.js';
 

@@ -46,6 +46,12 @@ export interface ShopsTable {
   sign_up_bonus_since: ColumnType<Date | null, Date | null | undefined, Date | null>;
   /** When the shop first connected its Shopify store. */
   shopify_connected_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** An expired code gives its points back (a refund_redemption entry). */
+  return_points_on_code_expiry: Defaulted<boolean>;
+  /** A fully refunded or cancelled order gives back the points of the codes it used. */
+  return_code_points_on_refund: Defaulted<boolean>;
+  /** Days before a code's expiry its warning goes out; 0: none. */
+  code_warning_days: Defaulted<number>;
 }
 
 export interface ApiKeysTable {
@@ -151,7 +157,21 @@ export interface DiscountCodesTable {
   points_amount: number;
   expires_at: Date | null;
   created_at: Defaulted<Date>;
+  /** Its life (migration 2026_11_27_020): issued, then exactly one of used, expired, cancelled. */
+  status: Defaulted<CodeStatus>;
+  used_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** The shop's id of the order that used it. */
+  order_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Used by an order of another customer than the one it was issued to (the checkout let it through). */
+  other_customer: Defaulted<boolean>;
+  cancelled_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** When its expiry warning went out. */
+  warned_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** The refund_redemption entry that gave its points back: at most one. */
+  returned_activity_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
+
+export type CodeStatus = 'issued' | 'used' | 'expired' | 'cancelled';
 
 export interface ReferralCodesTable {
   customer_id: string;
@@ -305,7 +325,11 @@ export interface OrdersTable {
   unrecovered_points: Defaulted<number>;
   created_at: Defaulted<Date>;
   updated_at: Defaulted<Date>;
+  /** The discount codes the order carried, as given (`[{ code, amount }]`; unknown ones too). */
+  discount_codes: ColumnType<OrderDiscountCode[], string | undefined, string>;
 }
+
+export type OrderDiscountCode = { code: string; amount: string };
 
 /** per_earn expiry: a credit's points still in the balance; a customer's lots sum to their balance. */
 export interface PointLotsTable {
@@ -480,6 +504,10 @@ export interface InsightRewardsTable {
   codes: ColumnType<string, number | undefined, number>;
   points: ColumnType<string, number | undefined, number>;
   discount: ColumnType<string, string | undefined, string>;
+  /** Codes of the reward that ended in the bucket (migration 2026_11_27_020). */
+  used: ColumnType<string, number | undefined, number>;
+  expired: ColumnType<string, number | undefined, number>;
+  cancelled: ColumnType<string, number | undefined, number>;
 }
 
 export interface ShopifyInboxTable {

@@ -1,6 +1,7 @@
 import type { Customer as CustomerShape } from '../domain/customers/index.js';
 import type { Activity as ActivityShape } from '../domain/ledger/index.js';
-import { type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers, redeemPoints } from '../domain/rewards/index.js';
+import { type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers } from '../domain/codes/index.js';
+import { redeemPoints } from '../domain/rewards/index.js';
 import { Activity } from './activity.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, PAGE_ARGS } from './connections.js';

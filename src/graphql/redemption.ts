@@ -1,4 +1,5 @@
-import { APPLY_PRODUCT_OPTIONS, createPointsRedemption, deletePointsRedemption, DISCOUNT_COMBINATIONS, EXCHANGE_TYPES, EXPIRE_DATE_TYPES, listPointsRedemptions, MINIMUM_REQUIREMENT_TYPES, type PointsRedemption as PointsRedemptionShape, PURCHASE_TYPES, REDEMPTION_TYPES, updatePointsRedemption } from '../domain/rewards/index.js';
+import { REDEMPTION_TYPES } from '../domain/codes/index.js';
+import { APPLY_PRODUCT_OPTIONS, createPointsRedemption, deletePointsRedemption, DISCOUNT_COMBINATIONS, EXCHANGE_TYPES, EXPIRE_DATE_TYPES, listPointsRedemptions, MINIMUM_REQUIREMENT_TYPES, type PointsRedemption as PointsRedemptionShape, PURCHASE_TYPES, updatePointsRedemption } from '../domain/rewards/index.js';
 import { builder, STOREFRONT } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';

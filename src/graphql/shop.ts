@@ -35,6 +35,11 @@ const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implem
         'A customer the Shopify connector (or a Shopify orders import) first sees gets the sign-up bonus only if Shopify says they signed up at or after this. ' +
         'Default: when the shop first connected its Shopify store (or, never connected, when the shop was created).',
     }),
+    returnPointsOnCodeExpiry: t.exposeBoolean('returnPointsOnCodeExpiry', { description: 'Whether an expired discount code gives its points back; false by default.' }),
+    returnCodePointsOnRefund: t.exposeBoolean('returnCodePointsOnRefund', {
+      description: 'Whether a fully refunded or cancelled order gives back the points of the codes it used (once each); false by default. The codes stay used.',
+    }),
+    codeWarningDays: t.exposeInt('codeWarningDays', { description: 'Days before a code\'s expiry its redemptions/expiring event goes out; 0 (default): none.' }),
   }),
 });
 
@@ -90,6 +95,9 @@ const ShopSettingsInput = builder.inputType('ShopSettingsInput', {
     }),
     earnOnTestOrders: t.boolean({ required: false, description: 'Let test orders earn; applies to orders first paid from then on.' }),
     signUpBonusSince: t.field({ type: 'DateTime', required: false, description: 'null: back to the default (when the shop connected Shopify).' }),
+    returnPointsOnCodeExpiry: t.boolean({ required: false, description: 'Let an expired code give its points back.' }),
+    returnCodePointsOnRefund: t.boolean({ required: false, description: 'Let a fully refunded or cancelled order give back its codes\' points.' }),
+    codeWarningDays: t.int({ required: false, description: '0 to 365; 0: no warning.' }),
   }),
 });
 

@@ -4,7 +4,8 @@ import { EVENT_TOPICS } from '../domain/kernel/index.js';
 import { type Activity, ACTIVITY_TYPES } from '../domain/ledger/index.js';
 import { type Order, ORDER_STATUSES, type OrderLine } from '../domain/orders/index.js';
 import { ACTION_LIMITS, EARNING_RULE_TYPES, type EarningRule, type Tier, TIER_METRICS, TIER_WINDOWS } from '../domain/program/index.js';
-import { APPLY_PRODUCT_OPTIONS, DISCOUNT_COMBINATIONS, type DiscountCode, EXCHANGE_TYPES, EXPIRE_DATE_TYPES, MINIMUM_REQUIREMENT_TYPES, type PointsRedemption, PURCHASE_TYPES, REDEMPTION_TYPES, type Referee } from '../domain/rewards/index.js';
+import { CODE_STATUSES, type DiscountCode, REDEMPTION_TYPES } from '../domain/codes/index.js';
+import { APPLY_PRODUCT_OPTIONS, DISCOUNT_COMBINATIONS, EXCHANGE_TYPES, EXPIRE_DATE_TYPES, MINIMUM_REQUIREMENT_TYPES, type PointsRedemption, PURCHASE_TYPES, type Referee } from '../domain/rewards/index.js';
 import { DELIVERY_STATUSES, type WebhookDelivery, type WebhookDeliveryAttempt, type WebhookSubscription, type WebhookSubscriptionWithSecret } from '../domain/webhooks/index.js';
 
 /**
@@ -103,6 +104,12 @@ export const discountCodeSchema = z
     activity: idSchema.meta({ description: 'The `redeem_points` ledger entry' }),
     expiresAt: timestampSchema.nullable(),
     createdAt: timestampSchema,
+    status: z.enum(CODE_STATUSES).meta({ description: 'issued, then exactly one of used (by an order), expired, cancelled' }),
+    usedAt: timestampSchema.nullable(),
+    orderId: z.string().nullable().meta({ description: 'The shop\'s id of the order that used it' }),
+    usedByOtherCustomer: z.boolean().meta({ description: 'Used by an order of another customer than the one it was issued to' }),
+    cancelledAt: timestampSchema.nullable(),
+    pointsReturned: z.boolean().meta({ description: 'Its points came back to the customer (a `refund_redemption` entry)' }),
   })
   .meta({ id: 'DiscountCode' }) satisfies z.ZodType<Json<DiscountCode>>;
 

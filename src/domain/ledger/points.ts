@@ -18,6 +18,8 @@ export const ACTIVITY_TYPES = [
   'clawback_points',
   // Points that reached their expiry (expiry.ts).
   'expire_points',
+  // A discount code's points given back: cancelled, expired or its order refunded (rewards/code-states.ts).
+  'refund_redemption',
 ] as const;
 export type ActivityType = (typeof ACTIVITY_TYPES)[number];
 

@@ -192,6 +192,7 @@ export function plannedRow({ put, customerId, row, snapshot, earnNote, counters 
     unrecovered_points: counters.unrecovered,
     created_at: row?.created_at ?? put.now,
     updated_at: put.now,
+    discount_codes: row?.discount_codes ?? [],
   };
 }
 

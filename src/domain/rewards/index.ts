@@ -1,7 +1,6 @@
 // Rewards: what points buy (redemptions and the discount codes they issue) and referrals, whose
 // rewards are points too.
 
-export { type DiscountCode, listDiscountCodesOfCustomers, REDEMPTION_TYPES } from './discount-codes.js';
 export {
   APPLY_PRODUCT_OPTIONS, createPointsRedemption, deletePointsRedemption, DISCOUNT_COMBINATIONS, EXCHANGE_TYPES,
   EXPIRE_DATE_TYPES, listPointsRedemptions, MINIMUM_REQUIREMENT_TYPES, pagePointsRedemptions, pointsRedeemSchema,

@@ -6,7 +6,7 @@ import { inTransaction, type Queryable } from '../../db/transaction.js';
 import { type Customer, customerIdentifierSchema, type CustomerKey, customerPageQuerySchema, getCustomer, lockCustomer } from '../customers/index.js';
 import { decodeCursor, encodeCursor, invalidCursor, isId, newId, NotFoundError, offsetOf, type Page, type PageArgs, parseInput, recordEvent, RuleViolationError, ValidationError } from '../kernel/index.js';
 import { type Activity, applyBalanceChange, MAX_AMOUNT } from '../ledger/index.js';
-import { type DiscountCode, issueDiscountCode, REDEMPTION_TYPES, type RedemptionType } from './discount-codes.js';
+import { type DiscountCode, issueDiscountCode, REDEMPTION_TYPES, type RedemptionType } from '../codes/index.js';
 
 // The contract names some values of these enumerations; the rest fill the gaps the way
 // Shopify discounts (which the codes end up as) model them.

@@ -35,6 +35,12 @@ export type ShopSettings = {
   earnOnTestOrders: boolean;
   /** Shopify customers who signed up (created_at) since then get the sign-up bonus; default: when the shop connected Shopify. */
   signUpBonusSince: Date;
+  /** An expired discount code gives its points back; off by default, as the peers do. */
+  returnPointsOnCodeExpiry: boolean;
+  /** A fully refunded or cancelled order gives back the points of the codes it used; off by default. */
+  returnCodePointsOnRefund: boolean;
+  /** Days before a code's expiry its redemptions/expiring event goes out; 0 (default): none. */
+  codeWarningDays: number;
 };
 
 /** Wide enough for any real shop, narrow enough that a typo cannot switch the limit off. */
@@ -99,6 +105,9 @@ export const shopSettingsInputSchema = z.strictObject({
   earnOnTestOrders: z.boolean().optional(),
   /** A Date (GraphQL's DateTime) or an ISO string; null: back to the default (when the shop connected Shopify). */
   signUpBonusSince: z.union([z.date(), z.iso.datetime({ offset: true }).transform((s) => new Date(s))]).nullable().optional(),
+  returnPointsOnCodeExpiry: z.boolean().optional(),
+  returnCodePointsOnRefund: z.boolean().optional(),
+  codeWarningDays: z.number().int().min(0).max(365).optional(),
 });
 
 // Bumped by every settings change in this process, so caches of settings (the rate limiter's
@@ -127,6 +136,9 @@ const COLUMNS = [
   'storefront_origins',
   'earn_on_test_orders',
   'sign_up_bonus_since',
+  'return_points_on_code_expiry',
+  'return_code_points_on_refund',
+  'code_warning_days',
   'shopify_connected_at',
   'created_at',
 ] as const;
@@ -145,6 +157,9 @@ function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>)
     storefrontOrigins: row.storefront_origins,
     earnOnTestOrders: row.earn_on_test_orders,
     signUpBonusSince: signUpBonusSince(row),
+    returnPointsOnCodeExpiry: row.return_points_on_code_expiry,
+    returnCodePointsOnRefund: row.return_code_points_on_refund,
+    codeWarningDays: row.code_warning_days,
   };
 }
 
@@ -178,6 +193,9 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown,
     storefront_origins: data.storefrontOrigins && [...new Set(data.storefrontOrigins)],
     earn_on_test_orders: data.earnOnTestOrders,
     sign_up_bonus_since: data.signUpBonusSince,
+    return_points_on_code_expiry: data.returnPointsOnCodeExpiry,
+    return_code_points_on_refund: data.returnCodePointsOnRefund,
+    code_warning_days: data.codeWarningDays,
   };
   // What an order earns depends on these: an instance's cached program is stale (order-first-states.ts).
   const programChanges =

@@ -1,5 +1,5 @@
 import type { Insertable } from 'kysely';
-import type { DiscountCodeRow, DiscountCodesTable } from '../../db/schema.js';
+import type { CodeStatus, DiscountCodeRow, DiscountCodesTable } from '../../db/schema.js';
 import type { Queryable, Trx } from '../../db/transaction.js';
 import { newId, type Page, type PageArgs, pageBySeq, pagesBySeq, randomString, READABLE_ALPHABET, type SeqList } from '../kernel/index.js';
 
@@ -31,6 +31,16 @@ export type DiscountCode = {
   activity: string;
   expiresAt: Date | null;
   createdAt: Date;
+  /** Its life: issued, then exactly one of used, expired, cancelled (code-states.ts). */
+  status: CodeStatus;
+  usedAt: Date | null;
+  /** The shop's id of the order that used it. */
+  orderId: string | null;
+  /** Used by an order of another customer than the one it was issued to: the checkout let it through. */
+  usedByOtherCustomer: boolean;
+  cancelledAt: Date | null;
+  /** Its points came back to the customer (a refund_redemption entry): cancelled, expired or its order refunded, as the shop decides. */
+  pointsReturned: boolean;
 };
 
 export function toDiscountCode(row: DiscountCodeRow): DiscountCode {
@@ -47,6 +57,12 @@ export function toDiscountCode(row: DiscountCodeRow): DiscountCode {
     activity: row.activity_id,
     expiresAt: row.expires_at,
     createdAt: row.created_at,
+    status: row.status,
+    usedAt: row.used_at,
+    orderId: row.order_id,
+    usedByOtherCustomer: row.other_customer,
+    cancelledAt: row.cancelled_at,
+    pointsReturned: row.returned_activity_id !== null,
   };
 }
 
@@ -78,7 +94,6 @@ export async function issueDiscountCode(
   throw new Error(`no free discount code with prefix "${prefix}" after ${ISSUE_ATTEMPTS} attempts`);
 }
 
-/** A customer's discount codes, newest first. */
 /** A customer's discount codes, newest first. */
 function codesOf(db: Queryable, shopId: string): SeqList<DiscountCodeRow> {
   return {

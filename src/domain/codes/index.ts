@@ -1,0 +1,5 @@
+// Discount codes: each code a redemption issues and its life (issued, then used by an order,
+// expired or cancelled, once), and the points it cost given back where the shop says so.
+
+export { CODE_STATUSES, type CodeEnd, codeNotIssued, endCode, lockCode, returnCodePoints } from './code-states.js';
+export { type DiscountCode, issueDiscountCode, listDiscountCodesOfCustomers, REDEMPTION_TYPES, type RedemptionType, toDiscountCode } from './discount-codes.js';
