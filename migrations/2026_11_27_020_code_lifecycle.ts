@@ -45,7 +45,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     begin
       insert into insight_rewards as r (shop_id, reward_id, bucket, stripe, used, expired, cancelled)
       select n.shop_id, n.reward_id,
-        date_bin('15 minutes', case n.status when 'used' then n.used_at when 'expired' then n.expires_at else n.cancelled_at end,
+        -- The instant of the end; a code without an expiry ended as expired (by hand) counts now.
+        date_bin('15 minutes', coalesce(case n.status when 'used' then n.used_at when 'expired' then n.expires_at else n.cancelled_at end, now()),
           timestamptz '2000-01-01 00:00:00+00'),
         pg_backend_pid(),
         count(*) filter (where n.status = 'used'), count(*) filter (where n.status = 'expired'), count(*) filter (where n.status = 'cancelled')
