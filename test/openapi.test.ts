@@ -246,6 +246,20 @@ describe('live responses match the document', () => {
     await expectDocumented('POST', '/pointsRedemptions', '/pointsRedemptions', 400, { body: { customerIdentifier: 'c-1', rewardId: pointsRedemption._id, pointsAmount: 0 } });
   });
 
+  it('a discount code checked against a cart', async () => {
+    const db = t.app.database.db;
+    const { pointsRedemption } = await createPointsRedemption(db, shop.shopId, { name: '10 % off', type: 'percentage', rewardValue: 100, discountValue: 10 });
+    await t.customer(shop.shopId, 'c-check', 100);
+    const redeemed = await call('POST', '/pointsRedemptions', { body: { customerIdentifier: 'c-check', rewardId: pointsRedemption._id, pointsAmount: 100 } });
+    const code = redeemed.body.discountCode as string;
+    const cart = { currency: 'USD', lineItems: [{ productId: 'shirt', quantity: 2, price: '19.99' }], shippingPrice: '5.00' };
+    const check = await expectDocumented('POST', '/discountCodes/:code/check', `/discountCodes/${code}/check`, 200, { body: { cart } });
+    expect(check.body.check).toEqual({ code, applicable: true, reason: null, currency: 'USD', discount: '4.00', lineItems: [0] });
+    const unknown = await expectDocumented('POST', '/discountCodes/:code/check', '/discountCodes/NOPE/check', 200, { body: { cart } });
+    expect(unknown.body.check).toMatchObject({ applicable: false, reason: 'code_not_found', discount: '0.00' });
+    await expectDocumented('POST', '/discountCodes/:code/check', `/discountCodes/${code}/check`, 400, { body: { cart: { ...cart, shippingPrice: 5 } } });
+  });
+
   it('referrals', async () => {
     const code = await expectDocumented('GET', '/referral', '/referral', 400);
     expect(code.body.details.length).toBeGreaterThan(0);

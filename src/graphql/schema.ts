@@ -5,6 +5,7 @@ import './customer.js';
 import './points.js';
 import './redemption.js';
 import './discount-code.js';
+import './discount-code-check.js';
 import './referral.js';
 import './webhook.js';
 import './webhook-delivery.js';

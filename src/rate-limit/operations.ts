@@ -47,6 +47,8 @@ const OPERATIONS: Entry[] = [
   { name: 'points_update', limit: 'default', rest: ['POST /points/update'], graphql: ['pointsSet'] },
   { name: 'redemptions_list', limit: 'default', rest: ['GET /pointsRedemptions'], graphql: ['pointsRedemptions'] },
   { name: 'redemptions_redeem', limit: 'default', rest: ['POST /pointsRedemptions'], graphql: ['pointsRedeem'] },
+  // Asked by a checkout as the cart changes: reads only, at the configurable limit.
+  { name: 'discount_codes_check', limit: 'default', rest: ['POST /discountCodes/:code/check'], graphql: ['discountCodeCheck'] },
   { name: 'referral_code', limit: 'default', rest: ['GET /referral'], graphql: [] },
   { name: 'referral_referees', limit: 'default', rest: ['GET /referral/referee'], graphql: [] },
   { name: 'orders_upsert', limit: 'default', rest: ['PUT /orders/:orderId'], graphql: ['orderUpsert'] },

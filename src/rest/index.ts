@@ -6,6 +6,7 @@ import { rateLimitHook } from '../requests/rate-limit.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import { registerCustomerAccessTokenRoutes } from './customer-access-tokens.js';
+import { registerDiscountCodeRoutes } from './discount-codes.js';
 import { registerEarningRuleRoutes } from './earning-rules.js';
 import { registerOrderRoutes } from './orders.js';
 import { registerPointsRoutes } from './points.js';
@@ -24,6 +25,7 @@ export async function restApi(app: FastifyInstance, opts: { db: DB; rateLimiter:
   app.addHook('onSend', idempotency.onSend);
   registerPointsRoutes(app, opts.db);
   registerRedemptionRoutes(app, opts.db);
+  registerDiscountCodeRoutes(app, opts.db);
   registerReferralRoutes(app, opts.db);
   registerWebhookRoutes(app, opts.webhooks);
   registerOrderRoutes(app, opts.db);

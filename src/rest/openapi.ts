@@ -5,10 +5,10 @@ import { EVENT_TOPICS } from '../domain/kernel/index.js';
 import { pointsChangeSchemas } from '../domain/ledger/index.js';
 import { orderIdSchema, orderInputSchema } from '../domain/orders/index.js';
 import { actionInputSchema } from '../domain/program/index.js';
-import { pointsRedeemSchema } from '../domain/rewards/index.js';
+import { discountCodeCheckSchema as checkBodySchema, pointsRedeemSchema } from '../domain/rewards/index.js';
 import { deliveryListQuerySchema, secretRotationSchema, webhookSubscriptionCreateSchema, webhookSubscriptionUpdateSchema } from '../domain/webhooks/index.js';
 import { REST_PREFIX } from './index.js';
-import { activitySchema, customerSchema, customerTierSchema, earningRuleSchema, idSchema, orderSchema, pointsRedemptionSchema, refereeSchema, timestampSchema, webhookDeliveryDetailSchema, webhookDeliverySchema, webhookEventSchema, webhookSubscriptionSchema, webhookSubscriptionWithSecretSchema, webhookTopicSchema } from './record-schemas.js';
+import { activitySchema, customerSchema, customerTierSchema, discountCodeCheckSchema, earningRuleSchema, idSchema, orderSchema, pointsRedemptionSchema, refereeSchema, timestampSchema, webhookDeliveryDetailSchema, webhookDeliverySchema, webhookEventSchema, webhookSubscriptionSchema, webhookSubscriptionWithSecretSchema, webhookTopicSchema } from './record-schemas.js';
 import { SHOPIFY_WEBHOOKS_PATH } from './shopify-webhooks.js';
 
 /**
@@ -168,6 +168,18 @@ export const REST_ROUTES: readonly Route[] = [
       404: ['customer_not_found', 'reward_not_found'],
       422: ['reward_inactive', 'reward_expired', 'insufficient_points', 'variant_not_eligible'],
     },
+  },
+  {
+    method: 'post', path: '/discountCodes/:code/check', operationId: 'discountCodeCheck', tag: 'Redemptions', summary: 'What a code gives for a cart',
+    description:
+      'For a headless checkout; changes nothing. Money is a decimal string in the cart\'s currency; `price` is per unit. A code that cannot apply answers 200 with `applicable: false` and its `reason` ' +
+      '(an unknown code, or another shop\'s, is `code_not_found`). See docs/api.md "Rewards at checkout" for the arithmetic.',
+    params: z.object({ code: z.string().meta({ description: 'The discount code', example: 'SAVE5K7QX2MZP9A' }) }),
+    body: {
+      schema: checkBodySchema,
+      example: { cart: { currency: 'USD', lineItems: [{ productId: 'shirt', variantId: 'shirt-m', collectionIds: ['summer'], quantity: 2, price: '19.99' }], shippingPrice: '5.00' } },
+    },
+    success: { status: 200, description: 'The answer', schema: ok('DiscountCodeChecked', { check: discountCodeCheckSchema }, 'Discount code checked') },
   },
   {
     method: 'get', path: '/referral', operationId: 'referralCode', tag: 'Referrals', summary: 'Get (or create) a customer\'s referral code',

@@ -5,7 +5,7 @@ import { type Activity, ACTIVITY_TYPES } from '../domain/ledger/index.js';
 import { type Order, ORDER_STATUSES, type OrderLine } from '../domain/orders/index.js';
 import { ACTION_LIMITS, EARNING_RULE_TYPES, type EarningRule, type Tier, TIER_METRICS, TIER_WINDOWS } from '../domain/program/index.js';
 import { CODE_STATUSES, type DiscountCode, REDEMPTION_TYPES } from '../domain/codes/index.js';
-import { APPLY_PRODUCT_OPTIONS, DISCOUNT_COMBINATIONS, EXCHANGE_TYPES, EXPIRE_DATE_TYPES, MINIMUM_REQUIREMENT_TYPES, type PointsRedemption, PURCHASE_TYPES, type Referee } from '../domain/rewards/index.js';
+import { APPLY_PRODUCT_OPTIONS, CHECK_REASONS, type DiscountCodeCheck, DISCOUNT_COMBINATIONS, EXCHANGE_TYPES, EXPIRE_DATE_TYPES, MINIMUM_REQUIREMENT_TYPES, type PointsRedemption, PURCHASE_TYPES, type Referee } from '../domain/rewards/index.js';
 import { DELIVERY_STATUSES, type WebhookDelivery, type WebhookDeliveryAttempt, type WebhookSubscription, type WebhookSubscriptionWithSecret } from '../domain/webhooks/index.js';
 
 /**
@@ -188,6 +188,18 @@ export const webhookDeliveryAttemptSchema = z
   .meta({ id: 'WebhookDeliveryAttempt' }) satisfies z.ZodType<Json<WebhookDeliveryAttempt>>;
 
 const moneySchema = z.string().regex(/^-?\d+(\.\d+)?$/).meta({ description: 'A decimal amount in the order\'s currency, never a float', example: '42.50' });
+
+/** What POST /discountCodes/{code}/check answers. */
+export const discountCodeCheckSchema = z
+  .strictObject({
+    code: z.string(),
+    applicable: z.boolean(),
+    reason: z.enum(CHECK_REASONS).nullable().meta({ description: 'Why not, when not applicable: the first of these that holds, in this order' }),
+    currency: z.string().meta({ description: 'The cart\'s', example: 'USD' }),
+    discount: moneySchema.meta({ description: 'In the cart\'s currency, rounded half up to its minor unit; zero when not applicable', example: '5.00' }),
+    lineItems: z.array(z.int().min(0)).meta({ description: 'Indexes into cart.lineItems the discount is on: the eligible lines (amount, percentage), the free unit\'s line (free_product), none (shipping)' }),
+  })
+  .meta({ id: 'DiscountCodeCheck' }) satisfies z.ZodType<Json<DiscountCodeCheck>>;
 
 export const orderLineSchema = z
   .strictObject({

@@ -11,7 +11,7 @@ export {
   recordEvent, recordEvents, recordShopEvents, type ShopEvent, topicMatches,
 } from './events.js';
 export { isId, newId, randomString, READABLE_ALPHABET, sha256 } from './ids.js';
-export { currencySchema, formatMoney, lcm, mulDivFloor, parseMoney } from './money.js';
+export { currencyExponent, currencySchema, formatMoney, lcm, MAX_MINOR, mulDivFloor, parseMoney } from './money.js';
 export { MAX_PAGE_SIZE, offsetOf, offsetPageSchema, pageOfKeys } from './offset-pages.js';
 export {
   beforeTimeCursor, decodeCursor, encodeCursor, encodeTimeCursor, invalidCursor, type Page, type PageArgs, pageBySeq,

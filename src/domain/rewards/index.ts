@@ -10,3 +10,7 @@ export {
   getOrCreateReferralCode, getReferralCode, getReferralSettings, linkReferee, listRefereesOfReferrers, pageReferees,
   type Referee, referralCodeOf, referralCodesOf, type ReferralSettings, registerReferral, updateReferralSettings,
 } from './referrals.js';
+export {
+  type Cart, type CartDiscount, type CartLine, CHECK_REASONS, type CheckReason, checkDiscountCode, type CodeTerms, discountCodeCheckSchema,
+  type DiscountCodeCheck, discountForCart,
+} from './code-check.js';
