@@ -47,6 +47,7 @@ const OPERATIONS: Entry[] = [
   { name: 'points_update', limit: 'default', rest: ['POST /points/update'], graphql: ['pointsSet'] },
   { name: 'redemptions_list', limit: 'default', rest: ['GET /pointsRedemptions'], graphql: ['pointsRedemptions'] },
   { name: 'redemptions_redeem', limit: 'default', rest: ['POST /pointsRedemptions'], graphql: ['pointsRedeem'] },
+  { name: 'codes_cancel', limit: 'default', rest: ['POST /pointsRedemptions/:code/cancel'], graphql: ['discountCodeCancel'] },
   { name: 'referral_code', limit: 'default', rest: ['GET /referral'], graphql: [] },
   { name: 'referral_referees', limit: 'default', rest: ['GET /referral/referee'], graphql: [] },
   { name: 'orders_upsert', limit: 'default', rest: ['PUT /orders/:orderId'], graphql: ['orderUpsert'] },
