@@ -240,7 +240,19 @@ describe('live responses match the document', () => {
     await expectDocumented('GET', '/pointsRedemptions', '/pointsRedemptions?customerIdentifier=c-1&page=1', 400);
     await expectDocumented('GET', '/pointsRedemptions', '/pointsRedemptions?customerIdentifier=nobody&page=1&pageSize=10', 404);
 
-    await expectDocumented('POST', '/pointsRedemptions', '/pointsRedemptions', 200, { body: { customerIdentifier: 'c-1', rewardId: pointsRedemption._id, pointsAmount: 100, currencyActive: 'eur' } });
+    const redeemed = await expectDocumented('POST', '/pointsRedemptions', '/pointsRedemptions', 200, { body: { customerIdentifier: 'c-1', rewardId: pointsRedemption._id, pointsAmount: 100, currencyActive: 'eur' } });
+    const again = await call('POST', '/pointsRedemptions', { body: { customerIdentifier: 'c-1', rewardId: pointsRedemption._id, pointsAmount: 100 } });
+
+    const cancelRoute = '/pointsRedemptions/:code/cancel';
+    const cancelPath = (code: string) => `/pointsRedemptions/${encodeURIComponent(code)}/cancel`;
+    const cancelled = await expectDocumented('POST', cancelRoute, cancelPath(redeemed.body.discountCode), 200, { body: { returnPoints: true } });
+    expect(cancelled.body.discountCode).toMatchObject({ status: 'cancelled', pointsReturned: true });
+    expect(cancelled.body.activity).toMatchObject({ type: 'refund_redemption' });
+    const bare = await expectDocumented('POST', cancelRoute, cancelPath(again.body.discountCode), 200); // no body: no points back
+    expect(bare.body.activity).toBeNull();
+    await expectDocumented('POST', cancelRoute, cancelPath(redeemed.body.discountCode), 409, { body: { returnPoints: true } });
+    await expectDocumented('POST', cancelRoute, cancelPath('NOSUCHCODE'), 404);
+    await expectDocumented('POST', cancelRoute, cancelPath(again.body.discountCode), 400, { body: { returnPoints: 'yes' } });
     await expectDocumented('POST', '/pointsRedemptions', '/pointsRedemptions', 422, { body: { customerIdentifier: 'c-2', rewardId: pointsRedemption._id, pointsAmount: 100 } });
     await expectDocumented('POST', '/pointsRedemptions', '/pointsRedemptions', 404, { body: { customerIdentifier: 'c-1', rewardId: 'a'.repeat(24), pointsAmount: 100 } });
     await expectDocumented('POST', '/pointsRedemptions', '/pointsRedemptions', 400, { body: { customerIdentifier: 'c-1', rewardId: pointsRedemption._id, pointsAmount: 0 } });
@@ -285,8 +297,8 @@ describe('live responses match the document', () => {
   });
 
   it('deliveries, their replay, and webhook bodies as the document describes them', async () => {
-    // points/* (add, two subtracts, update) and redemptions/* (one) so far.
-    const received = await receiver.waitFor(5, 20_000);
+    // points/* (add, two subtracts, update, refunded) and redemptions/* (two created, two cancelled) so far.
+    const received = await receiver.waitFor(9, 20_000);
     for (const request of received) {
       const event = JSON.parse(request.body);
       const ref = `openapi.json#/webhooks/${pointer(event.type)}/post/requestBody/content/${pointer('application/json')}/schema`;

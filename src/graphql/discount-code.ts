@@ -1,6 +1,6 @@
 import type { Customer as CustomerShape } from '../domain/customers/index.js';
 import type { Activity as ActivityShape } from '../domain/ledger/index.js';
-import { type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers } from '../domain/codes/index.js';
+import { cancelDiscountCode, CODE_STATUSES, type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers } from '../domain/codes/index.js';
 import { redeemPoints } from '../domain/rewards/index.js';
 import { Activity } from './activity.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
@@ -9,7 +9,13 @@ import { Customer } from './customer.js';
 import { PointsRedemptionType } from './redemption.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
-/** A code issued by a redemption: what pointsRedeem returns and the redemptions/created event carries. */
+const DiscountCodeStatus = builder.enumType('DiscountCodeStatus', {
+  subGraphs: STOREFRONT,
+  description: 'A code\'s life: issued, then exactly one of used (by an order), expired or cancelled (by the shop); none is undone.',
+  values: CODE_STATUSES,
+});
+
+/** A code issued by a redemption: what pointsRedeem returns and the redemptions/* events carry. */
 export const DiscountCode = builder.objectRef<DiscountCodeShape>('DiscountCode').implement({
   subGraphs: STOREFRONT,
   description: 'A discount code bought with points.',
@@ -26,6 +32,16 @@ export const DiscountCode = builder.objectRef<DiscountCodeShape>('DiscountCode')
     activity: t.exposeID('activity', { description: 'The `_id` of the redeem_points ledger entry.' }),
     expiresAt: t.expose('expiresAt', { type: 'DateTime', nullable: true }),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    status: t.field({ type: DiscountCodeStatus, resolve: (d) => d.status }),
+    usedAt: t.expose('usedAt', { type: 'DateTime', nullable: true, description: 'When an order used it.' }),
+    orderId: t.string({
+      nullable: true,
+      description: 'The shop\'s id of the order that used it. On the storefront, null when another customer\'s order used it: that order is theirs.',
+      resolve: (d, _args, ctx) => (ctx.customer && d.usedByOtherCustomer ? null : d.orderId),
+    }),
+    usedByOtherCustomer: t.exposeBoolean('usedByOtherCustomer', { description: 'An order of another customer used it: the checkout let it through.' }),
+    cancelledAt: t.expose('cancelledAt', { type: 'DateTime', nullable: true }),
+    pointsReturned: t.exposeBoolean('pointsReturned', { description: 'Its points came back to the customer (a refund_redemption ledger entry).' }),
   }),
 });
 
@@ -73,5 +89,29 @@ builder.mutationFields((t) => ({
     description: 'Spends points on a discount code, like POST /pointsRedemptions.',
     args: { input: t.arg({ type: PointsRedeemInput, required: true }) },
     resolve: (_root, { input }, ctx) => withUserErrors(() => redeemPoints(ctx.db, ctx.shop.id, input)),
+  }),
+}));
+
+const DiscountCodeCancelInput = builder.inputType('DiscountCodeCancelInput', {
+  fields: (t) => ({
+    code: t.string({ description: 'The code, as issued.' }),
+    returnPoints: t.boolean({ required: false, description: 'Give its points back to its customer (a refund_redemption ledger entry); false by default.' }),
+  }),
+});
+
+const DiscountCodeCancelPayload = builder.objectRef<{ discountCode?: DiscountCodeShape; activity?: ActivityShape | null; userErrors: UserErrorShape[] }>('DiscountCodeCancelPayload').implement({
+  fields: (t) => ({
+    discountCode: t.field({ type: DiscountCode, nullable: true, resolve: (p) => p.discountCode ?? null }),
+    activity: t.field({ type: Activity, nullable: true, description: 'The refund_redemption entry; null without returnPoints.', resolve: (p) => p.activity ?? null }),
+    userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+  }),
+});
+
+builder.mutationFields((t) => ({
+  discountCodeCancel: t.field({
+    type: DiscountCodeCancelPayload,
+    description: 'Cancels an issued code, its points optionally returned, like POST /pointsRedemptions/{code}/cancel. A used, expired or cancelled code is the userError code_not_issued.',
+    args: { input: t.arg({ type: DiscountCodeCancelInput, required: true }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(() => cancelDiscountCode(ctx.db, ctx.shop.id, input.code, { returnPoints: input.returnPoints ?? false })),
   }),
 }));

@@ -49,6 +49,7 @@ const OPERATIONS: Entry[] = [
   { name: 'redemptions_redeem', limit: 'default', rest: ['POST /pointsRedemptions'], graphql: ['pointsRedeem'] },
   // Asked by a checkout as the cart changes: reads only, at the configurable limit.
   { name: 'discount_codes_check', limit: 'default', rest: ['POST /discountCodes/:code/check'], graphql: ['discountCodeCheck'] },
+  { name: 'codes_cancel', limit: 'default', rest: ['POST /pointsRedemptions/:code/cancel'], graphql: ['discountCodeCancel'] },
   { name: 'referral_code', limit: 'default', rest: ['GET /referral'], graphql: [] },
   { name: 'referral_referees', limit: 'default', rest: ['GET /referral/referee'], graphql: [] },
   { name: 'orders_upsert', limit: 'default', rest: ['PUT /orders/:orderId'], graphql: ['orderUpsert'] },

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { customerAccessTokenInputSchema, customerAccessTokensRevokeInputSchema, customerPageQuerySchema } from '../domain/customers/index.js';
+import { codeCancelSchema, discountCodeParamSchema } from '../domain/codes/index.js';
 import { EVENT_TOPICS } from '../domain/kernel/index.js';
 import { pointsChangeSchemas } from '../domain/ledger/index.js';
 import { orderIdSchema, orderInputSchema } from '../domain/orders/index.js';
@@ -8,7 +9,7 @@ import { actionInputSchema } from '../domain/program/index.js';
 import { discountCodeCheckSchema as checkBodySchema, pointsRedeemSchema } from '../domain/rewards/index.js';
 import { deliveryListQuerySchema, secretRotationSchema, webhookSubscriptionCreateSchema, webhookSubscriptionUpdateSchema } from '../domain/webhooks/index.js';
 import { REST_PREFIX } from './index.js';
-import { activitySchema, customerSchema, customerTierSchema, discountCodeCheckSchema, earningRuleSchema, idSchema, orderSchema, pointsRedemptionSchema, refereeSchema, timestampSchema, webhookDeliveryDetailSchema, webhookDeliverySchema, webhookEventSchema, webhookSubscriptionSchema, webhookSubscriptionWithSecretSchema, webhookTopicSchema } from './record-schemas.js';
+import { activitySchema, customerSchema, customerTierSchema, discountCodeCheckSchema, discountCodeSchema, earningRuleSchema, idSchema, orderSchema, pointsRedemptionSchema, refereeSchema, timestampSchema, webhookDeliveryDetailSchema, webhookDeliverySchema, webhookEventSchema, webhookSubscriptionSchema, webhookSubscriptionWithSecretSchema, webhookTopicSchema } from './record-schemas.js';
 import { SHOPIFY_WEBHOOKS_PATH } from './shopify-webhooks.js';
 
 /**
@@ -180,6 +181,20 @@ export const REST_ROUTES: readonly Route[] = [
       example: { cart: { currency: 'USD', lineItems: [{ productId: 'shirt', variantId: 'shirt-m', collectionIds: ['summer'], quantity: 2, price: '19.99' }], shippingPrice: '5.00' } },
     },
     success: { status: 200, description: 'The answer', schema: ok('DiscountCodeChecked', { check: discountCodeCheckSchema }, 'Discount code checked') },
+  },
+  {
+    method: 'post', path: '/pointsRedemptions/:code/cancel', operationId: 'discountCodeCancel', tag: 'Redemptions', summary: 'Cancel an unused discount code',
+    description:
+      'An `issued` code becomes `cancelled` (a `redemptions/cancelled` event); with `returnPoints` its points go back to its customer once, as a `refund_redemption` ledger entry (a `points/refunded` event). ' +
+      'A code already used, expired or cancelled is `409 code_not_issued`, its state in the message. The body may be omitted (no points back).',
+    params: z.object({ code: discountCodeParamSchema.meta({ description: 'The discount code, as issued', example: 'SAVE5K7QX2MZP9A' }) }),
+    body: { schema: codeCancelSchema, optional: true, example: { returnPoints: true } },
+    success: {
+      status: 200,
+      description: 'The code as it is now, and the ledger entry that returned its points',
+      schema: ok('DiscountCodeCancelled', { discountCode: discountCodeSchema, activity: activitySchema.nullable().meta({ description: 'The `refund_redemption` entry; null without `returnPoints`' }) }, 'Discount code cancelled'),
+    },
+    errors: { 404: ['code_not_found'], 409: ['code_not_issued'], 422: ['points_limit_exceeded'] },
   },
   {
     method: 'get', path: '/referral', operationId: 'referralCode', tag: 'Referrals', summary: 'Get (or create) a customer\'s referral code',
@@ -494,7 +509,7 @@ function buildDocument() {
     },
     tags: [
       { name: 'Points', description: 'Add, subtract and set balances; each change returns its ledger entry' },
-      { name: 'Redemptions', description: 'Ways to redeem, and redeeming for a discount code' },
+      { name: 'Redemptions', description: 'Ways to redeem, redeeming for a discount code, and cancelling one' },
       { name: 'Referrals', description: 'Referral codes and referees' },
       { name: 'Webhooks', description: 'Subscriptions, the topic catalog and delivery records' },
       { name: 'Orders', description: 'Orders as the shop sends them, the earning rules, and the points they earn' },

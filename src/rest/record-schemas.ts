@@ -315,7 +315,7 @@ const eventEnvelope = <T extends string, D extends z.ZodType>(topics: readonly [
 
 export const webhookEventSchema = z
   .union([
-    eventEnvelope(['points/added', 'points/subtracted', 'points/updated', 'points/earned', 'points/available', 'points/expired'], activitySchema),
+    eventEnvelope(['points/added', 'points/subtracted', 'points/updated', 'points/earned', 'points/available', 'points/expired', 'points/refunded'], activitySchema),
     eventEnvelope(
       ['points/expiring'],
       z.strictObject({
@@ -337,7 +337,7 @@ export const webhookEventSchema = z
     eventEnvelope(['points/pending'], pendingChangeSchema),
     eventEnvelope(['orders/created', 'orders/updated'], orderSchema),
     eventEnvelope(['customers/created', 'customers/updated'], customerSchema),
-    eventEnvelope(['redemptions/created'], discountCodeSchema),
+    eventEnvelope(['redemptions/created', 'redemptions/used', 'redemptions/expiring', 'redemptions/expired', 'redemptions/cancelled'], discountCodeSchema),
     eventEnvelope(
       ['referrals/code_created'],
       z.strictObject({ referralCode: z.string(), customer: idSchema, shopifyCustomerId: z.string(), email: z.email(), createdAt: timestampSchema }),

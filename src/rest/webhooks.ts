@@ -1,18 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createSubscription, deleteSubscription, enableSubscription, getDelivery, listDeliveries, listSubscriptions, listWebhookTopics, requestReplay, rotateSigningSecret, updateSubscription, type WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
+import { emptyBodyIsNoBody } from './optional-body.js';
 
 type WithId = { Params: { id: string } };
-
-/**
- * Routes whose body is optional take an empty body as no body, even when a client labels it
- * application/json (Fastify would refuse that as malformed JSON).
- */
-async function emptyBodyIsNoBody(request: FastifyRequest): Promise<void> {
-  const { headers } = request;
-  if (headers['transfer-encoding'] === undefined && (headers['content-length'] ?? '0') === '0') {
-    delete headers['content-type'];
-  }
-}
 
 /** Webhook subscriptions (contract "Webhook subscriptions"), the topic catalog and deliveries. */
 export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookSubscriptionDeps): void {

@@ -1,6 +1,6 @@
 import type { CodeStatus, DiscountCodeRow } from '../../db/schema.js';
 import type { Trx } from '../../db/transaction.js';
-import { type EventTopic, recordEvent, RuleViolationError } from '../kernel/index.js';
+import { ConflictError, type EventTopic, recordEvent, RuleViolationError } from '../kernel/index.js';
 import { type Activity, writeBalanceChange } from '../ledger/index.js';
 import { type DiscountCode, toDiscountCode } from './discount-codes.js';
 
@@ -56,9 +56,9 @@ export async function endCode(trx: Trx, row: DiscountCodeRow, end: CodeEnd): Pro
   return { row: ended, changed: true };
 }
 
-/** A code that is not issued any more, refused with its state: 409 code_not_issued. */
-export function codeNotIssued(row: DiscountCodeRow): RuleViolationError {
-  return new RuleViolationError('code_not_issued', `the code is ${row.status}`, ['code']);
+/** A code that is not issued any more, refused with its state: 409 code_not_issued (a clash with its state, not a rule). */
+export function codeNotIssued(row: DiscountCodeRow): ConflictError {
+  return new ConflictError('code_not_issued', `the code ${row.code} is ${row.status}`, ['code']);
 }
 
 /**
