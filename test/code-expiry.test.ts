@@ -109,6 +109,9 @@ describe('a code expires at its expiresAt, once', () => {
 
     clock.moveTo(new Date(expires.getTime() + 5 * SECOND));
     expect((await t.app.scheduler.lag()).code_expiry).toBeGreaterThanOrEqual(5);
+    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    expect(Number(/^loyalty_due_work_lag_seconds\{kind="code_expiry"\} (\S+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(5);
+    expect(metrics).toMatch(/^loyalty_due_work_lag_seconds\{kind="code_warnings"\} 0$/m);
     await t.app.scheduler.runDue();
     await t.app.scheduler.runDue();
     expect((await codeRow(db(), shop.shopId, code.code)).status).toBe('expired');
