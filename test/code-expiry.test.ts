@@ -367,5 +367,6 @@ describe('after downtime', () => {
       await pg?.drop();
       await rm(dir, { recursive: true, force: true });
     }
-  });
+    // Two starts of an embedded database on a data folder: slow on a busy machine.
+  }, 120_000);
 });
