@@ -339,6 +339,40 @@ describe.runIf(onPostgres)('on PostgreSQL, two instances', () => {
   }, 60_000);
 });
 
+describe.runIf(onPostgres)('on PostgreSQL, one code', () => {
+  it('50 cancellations and four sweeps of two instances race for it: one wins, its points back once', async () => {
+    const pg = await isolatedPostgresUrl();
+    const clock = movableClock();
+    const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
+    const b = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
+    try {
+      const shop = await codeShop(a, { returnPointsOnCodeExpiry: true });
+      const code = await redeem(a, shop, 'contested');
+      clock.moveTo(new Date(code.expires_at!.getTime() + SECOND));
+      const [cancels] = await Promise.all([
+        Promise.all(Array.from({ length: 50 }, (_, i) => cancel((i % 2 ? a : b).app.database.db, shop.shopId, code.code))),
+        a.app.scheduler.runDue(),
+        b.app.scheduler.runDue(),
+        a.app.scheduler.runDue(),
+        b.app.scheduler.runDue(),
+      ]);
+      const db = a.app.database.db;
+      const row = await codeRow(db, shop.shopId, code.code);
+      const won = cancels.filter(Boolean).length;
+      expect(won).toBeLessThanOrEqual(1);
+      expect(row.status).toBe(won ? 'cancelled' : 'expired');
+      const ended = [...(await eventsOf(db, shop.shopId, 'redemptions/expired')), ...(await eventsOf(db, shop.shopId, 'redemptions/cancelled'))];
+      expect(ended).toHaveLength(1);
+      expect(refunds((await checkLedger(db, shop.shopId)).contested!)).toBe(1);
+      expect(await eventsOf(db, shop.shopId, 'points/refunded')).toHaveLength(1);
+    } finally {
+      await a.stop();
+      await b.stop();
+      await pg.drop();
+    }
+  }, 60_000);
+});
+
 describe('after downtime', () => {
   it('a restart expires the codes that fell due while the service was down', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'loyalty-code-expiry-'));
