@@ -5,6 +5,7 @@ import { type DatabaseHandle, openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import type { PurgeOptions } from './db/purge.js';
 import { purgeExpiredCustomerAccessTokens } from './domain/customers/index.js';
+import { codeExpiry, codeWarnings } from './domain/codes/index.js';
 import { compactInsights, purgeActiveMemberMarkers } from './domain/insights/index.js';
 import { purgeRelayedOutboxEvents } from './domain/kernel/index.js';
 import { pendingRelease, purgeExpiredIdempotencyKeys } from './domain/ledger/index.js';
@@ -65,7 +66,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
     db: database.db,
-    kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry, tierEvaluation],
+    kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry, codeWarnings, codeExpiry, tierEvaluation],
     logger,
     now: () => new Date(options.clock?.() ?? Date.now()),
     onKindFailure: (kind) => metrics.dueWorkKindFailed(kind),

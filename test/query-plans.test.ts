@@ -10,6 +10,7 @@ import { writeFirstStates } from '../src/domain/orders/order-first-states.js';
 import { parseOrderPut } from '../src/domain/orders/orders.js';
 import { birthdayRun } from '../src/domain/program/birthday-run.js';
 import { nextExpiries, pointExpiry } from '../src/domain/program/expiry.js';
+import { codeExpiry, codeWarnings } from '../src/domain/codes/code-expiry.js';
 import { listDiscountCodes, listDiscountCodesOfCustomers } from '../src/domain/codes/discount-codes.js';
 import { listReferees, listRefereesOfReferrers, pageReferees } from '../src/domain/rewards/referrals.js';
 import { getDelivery, listAttemptsOfDeliveries, listDeliveries, listDeliveriesPage } from '../src/domain/webhooks/webhook-deliveries.js';
@@ -245,6 +246,23 @@ describe.skipIf(!onPostgres)('query plans at scale (PostgreSQL)', () => {
       // A debit draws the soonest lots of its customer only.
       expect(await writeBalanceChange(traced, SHOP, { customerId: 'c_heavy' }, { op: 'subtract', amount: 1500, type: 'subtract_points', settingType: 'api', description: null, note: null })).toBeDefined();
       expect((await nextExpiries(traced, SHOP, ['c_heavy', 'c_99999']))[0]).toMatchObject({ points: 500 });
+    });
+    expect(problems).toEqual([]);
+  });
+
+  it('code expiry and warnings read the codes due, not the codes waiting', async () => {
+    // Every code of the big shop expires, ten minutes apart from 1 January 2026 on (the last in
+    // October); the shop warns 3 days ahead: at 05:00 on 1 January, 30 codes are due, 600 to warn.
+    await pool.query(`update discount_codes set expires_at = timestamptz '2026-01-01' + (row_number) * interval '10 minutes'
+      from (select id, row_number() over (order by id) from discount_codes where shop_id = $1) n where n.id = discount_codes.id`, [SHOP]);
+    await pool.query(`update shops set code_warning_days = 3 where id = $1`, [SHOP]);
+    await pool.query('vacuum analyze discount_codes, shops');
+    const now = new Date('2026-01-01T05:00:00Z');
+    const problems = await nestedPlansOf(async (traced) => {
+      expect(await codeWarnings.runDue(traced, now, 50)).toBe(50);
+      expect(await codeWarnings.oldestDue(traced, now)).toEqual(new Date('2025-12-29T00:00:00Z'));
+      expect(await codeExpiry.oldestDue(traced, now)).toEqual(new Date('2026-01-01T00:10:00Z'));
+      expect(await codeExpiry.runDue(traced, now, 50)).toBe(30);
     });
     expect(problems).toEqual([]);
   });
