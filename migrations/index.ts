@@ -27,7 +27,7 @@ import * as tierMetricRefunds from './2026_11_27_017_tier_metric_refunds.js';
 import * as activeMembersZones from './2026_11_27_018_active_members_zones.js';
 import * as knownTimeZones from './2026_11_27_019_known_time_zones.js';
 import * as codeLifecycle from './2026_11_27_020_code_lifecycle.js';
-import * as codeWarnings from './2026_11_27_024_code_warnings.js';
+import * as codeWarnings from './2026_11_27_021_code_warnings.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -56,5 +56,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_27_018_active_members_zones': activeMembersZones,
   '2026_11_27_019_known_time_zones': knownTimeZones,
   '2026_11_27_020_code_lifecycle': codeLifecycle,
-  '2026_11_27_024_code_warnings': codeWarnings,
+  '2026_11_27_021_code_warnings': codeWarnings,
 };

@@ -74,7 +74,7 @@ async function expire(trx: Trx, rows: ExpiringCode[]): Promise<number> {
  * shop's day codeWarningDays before the expiry's day, i.e. while the code expires before the end
  * of the shop's day codeWarningDays from today (`expiry_at(now, zone, days)`, migration 008). A
  * code that ends first (used, cancelled, expired) is never warned. Read per shop that warns, each
- * through discount_codes_warning_idx (migration 024): a pass costs the shops that warn plus the
+ * through discount_codes_warning_idx (migration 021): a pass costs the shops that warn plus the
  * codes due, not the codes that wait.
  */
 export const codeWarnings: DueWork = {
