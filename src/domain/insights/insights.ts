@@ -43,10 +43,48 @@ export type PointsInsight = {
   /** Customers who joined in the interval (less those deleted since), and all members at its end. */
   newMembers: number;
   members: number;
+  /** Discount codes of every reward issued and ended in the interval. */
+  codes: CodeCounts;
 };
 
-/** Redemptions of one reward in the range: `discount` is a decimal string in the reward's unit (money, percent, shipping). */
-export type RewardInsight = { rewardId: string; name: string | null; type: string | null; codes: number; points: number; discount: string };
+/**
+ * Discount codes over an interval or the range: those issued in it, and those whose life ended in
+ * it, each at the instant of its end (used at its order's time, expired at its expiresAt,
+ * cancelled when the shop cancelled it). So a code issued before the range can end in it.
+ */
+export type CodeCounts = { issued: number; used: number; expired: number; cancelled: number; useRate: number | null };
+
+/** One reward's codes in one interval (the shop's local hour or day starting at `at`) in which it had any. */
+export type RewardInterval = CodeCounts & { at: Date; date: string };
+
+/**
+ * Redemptions of one reward in the range: `codes` issued (and `points` they cost; `discount` a
+ * decimal string in the reward's unit: money, percent, shipping), how many ended and how, and the
+ * same per interval.
+ */
+export type RewardInsight = {
+  rewardId: string;
+  name: string | null;
+  type: string | null;
+  codes: number;
+  points: number;
+  discount: string;
+  used: number;
+  expired: number;
+  cancelled: number;
+  useRate: number | null;
+  intervals: RewardInterval[];
+};
+
+/**
+ * The redemption-to-use rate: codes used ÷ codes issued, rounded half up to 4 decimals, from the
+ * two exact counts in integer arithmetic; null when none was issued. Both are counted over the same
+ * range, so it can pass 1 when codes issued before the range are used in it.
+ */
+export function useRate(used: number, issued: number): number | null {
+  if (issued === 0) return null;
+  return Number((BigInt(used) * 20_000n + BigInt(issued)) / (2n * BigInt(issued))) / 10_000;
+}
 
 export type TierCount = { tierId: string; name: string; members: number };
 
@@ -126,7 +164,9 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
     from series s left join moved m on m.at = s.at
     order by s.at`.execute(db);
   const first = rows[0]?.at ?? from;
-  const [rewards, tiers] = await Promise.all([rewardInsights(db, shopId, first, to), tierCounts(db, shopId)]);
+  const dates = new Map(rows.map((r) => [r.at.getTime(), r.date]));
+  const [rewards, tiers] = await Promise.all([rewardInsights(db, shopId, periods, interval, dates, first, to), tierCounts(db, shopId)]);
+  const codes = codesPerInterval(rewards);
   // Sums of bigints come back as strings; points stay far below 2^53.
   const n = Number;
   return {
@@ -147,6 +187,7 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
         activeMembers: interval === 'day' ? n(r.active_members) : null,
         newMembers: n(r.new_members),
         members: n(r.members),
+        codes: codes.get(r.at.getTime()) ?? counts(0, 0, 0, 0),
       };
     }),
     rewards,
@@ -248,15 +289,72 @@ export async function startTimezonePeriod(trx: Trx, shopId: string, timezone: st
     update shops set timezone_days_from = (select carried_until from period) where id = ${shopId}`.execute(trx);
 }
 
-/** Redemptions in [from, to) by reward, most redeemed first; a deleted reward keeps its figures, without a name. */
-async function rewardInsights(db: Queryable, shopId: string, from: Date, to: Date): Promise<RewardInsight[]> {
-  const { rows } = await sql<{ reward_id: string; name: string | null; type: string | null; codes: string; points: string; discount: string }>`
-    select i.reward_id, r.name, r.type, sum(i.codes) as codes, sum(i.points) as points, sum(i.discount)::text as discount
-    from insight_rewards i left join points_redemptions r on r.id = i.reward_id
-    where i.shop_id = ${shopId} and i.bucket >= ${from} and i.bucket < ${to}
-    group by i.reward_id, r.name, r.type
-    order by sum(i.codes) desc, i.reward_id`.execute(db);
-  return rows.map((r) => ({ rewardId: r.reward_id, name: r.name, type: r.type, codes: Number(r.codes), points: Number(r.points), discount: r.discount }));
+type RewardRow = {
+  reward_id: string;
+  name: string | null;
+  type: string | null;
+  /** Null on the reward's row for the whole range. */
+  at: Date | null;
+  codes: string;
+  points: string;
+  discount: string;
+  used: string;
+  expired: string;
+  cancelled: string;
+};
+
+const counts = (issued: number, used: number, expired: number, cancelled: number): CodeCounts => ({ issued, used, expired, cancelled, useRate: useRate(used, issued) });
+
+/**
+ * Redemptions in [from, to) by reward, most redeemed first, each with the intervals it had codes
+ * issued or ended in (`dates`: the series' local dates by start); a deleted reward keeps its
+ * figures, without a name. One pass over the rollups: each reward's range and intervals are
+ * grouping sets of it, so the decimal discounts are added up by the database alone.
+ */
+async function rewardInsights(
+  db: Queryable,
+  shopId: string,
+  periods: Period[],
+  interval: InsightInterval,
+  dates: Map<number, string>,
+  from: Date,
+  to: Date,
+): Promise<RewardInsight[]> {
+  const { rows } = await sql<RewardRow>`
+    with b as (
+      select reward_id, ${intervalStart(periods, interval, sql`bucket`)} as at, codes, points, discount, used, expired, cancelled
+      from insight_rewards where shop_id = ${shopId} and bucket >= ${from} and bucket < ${to}
+    ), g as (
+      select reward_id, at, sum(codes) as codes, sum(points) as points, sum(discount)::text as discount,
+        sum(used) as used, sum(expired) as expired, sum(cancelled) as cancelled
+      from b group by grouping sets ((reward_id), (reward_id, at))
+    )
+    select g.*, r.name, r.type from g left join points_redemptions r on r.id = g.reward_id
+    order by sum(g.codes) filter (where g.at is null) over (partition by g.reward_id) desc, g.reward_id, g.at nulls first`.execute(db);
+  const n = Number;
+  const rewards: RewardInsight[] = [];
+  for (const r of rows) {
+    const figures = counts(n(r.codes), n(r.used), n(r.expired), n(r.cancelled));
+    if (r.at === null) {
+      const { issued: codes, ...ended } = figures;
+      rewards.push({ rewardId: r.reward_id, name: r.name, type: r.type, codes, points: n(r.points), discount: r.discount, ...ended, intervals: [] });
+    } else if (figures.issued + figures.used + figures.expired + figures.cancelled > 0) {
+      rewards.at(-1)!.intervals.push({ at: r.at, date: dates.get(r.at.getTime())!, ...figures });
+    }
+  }
+  return rewards;
+}
+
+/** Every reward's codes added up per interval, by the interval's start. */
+function codesPerInterval(rewards: RewardInsight[]): Map<number, CodeCounts> {
+  const sums = new Map<number, [number, number, number, number]>();
+  for (const { intervals } of rewards) {
+    for (const i of intervals) {
+      const s = sums.get(i.at.getTime()) ?? [0, 0, 0, 0];
+      sums.set(i.at.getTime(), [s[0] + i.issued, s[1] + i.used, s[2] + i.expired, s[3] + i.cancelled]);
+    }
+  }
+  return new Map([...sums].map(([at, s]) => [at, counts(...s)]));
 }
 
 /** Members per tier now, lowest tier first (read live: a count per tier on tier_members' tier index). */
@@ -269,7 +367,7 @@ async function tierCounts(db: Queryable, shopId: string): Promise<TierCount[]> {
 }
 
 const BUCKET_COLUMNS = ['issued_orders', 'issued_rules', 'issued_manual', 'issued_referrals', 'removed_manual', 'redeemed', 'expired', 'clawed_back', 'pending', 'active_members', 'members'];
-const REWARD_COLUMNS = ['codes', 'points', 'discount'];
+const REWARD_COLUMNS = ['codes', 'points', 'discount', 'used', 'expired', 'cancelled'];
 
 /**
  * Folds the stripes of every bucket that ended before `before` into one row (stripe -1), in
