@@ -69,7 +69,7 @@ const PointsInsight = builder.objectRef<PointsInsightShape>('PointsInsight').imp
     }),
     newMembers: t.expose('newMembers', { type: 'BigCount', description: 'Customers who joined in the interval.' }),
     members: t.expose('members', { type: 'BigCount', description: 'All customers at the interval\'s end.' }),
-    codes: t.field({ type: CodeCounts, description: 'Discount codes of every reward issued and ended in the interval.', resolve: (p) => p.codes }),
+    codes: t.field({ type: CodeCounts, description: 'Discount codes of every reward issued and ended in the interval. Asked for, it costs a pass over every reward\'s rollups (as `rewards { intervals }`, read once for both).', resolve: (p) => p.codes() }),
   }),
 });
 
@@ -85,8 +85,8 @@ const RewardInsight = builder.objectRef<RewardInsightShape>('RewardInsight').imp
     discount: t.exposeString('discount', { description: 'Their discounts added up, a decimal in the reward\'s unit (money in the shop\'s currency, percent, or shipping).' }),
     intervals: t.field({
       type: [RewardInterval],
-      description: 'The intervals of the series in which the reward had codes issued or ended, in order; the others had none.',
-      resolve: (r) => r.intervals,
+      description: 'The intervals of the series in which the reward had codes issued or ended, in order; the others had none. Read only when asked (for every reward at once): a few times the cost of the range\'s figures.',
+      resolve: (r) => r.intervals(),
     }),
   }),
 });

@@ -43,8 +43,8 @@ export type PointsInsight = {
   /** Customers who joined in the interval (less those deleted since), and all members at its end. */
   newMembers: number;
   members: number;
-  /** Discount codes of every reward issued and ended in the interval. */
-  codes: CodeCounts;
+  /** Discount codes of every reward issued and ended in the interval: read when first asked (see RewardInsight.intervals). */
+  codes(): Promise<CodeCounts>;
 };
 
 /**
@@ -73,7 +73,12 @@ export type RewardInsight = {
   expired: number;
   cancelled: number;
   useRate: number | null;
-  intervals: RewardInterval[];
+  /**
+   * The intervals in which the reward had codes issued or ended. Read when first asked, for every
+   * reward at once: a pass over each reward's buckets that places each in its local interval costs
+   * a few times the range's totals, which most readers (the program page) do not need.
+   */
+  intervals(): Promise<RewardInterval[]>;
 };
 
 /**
@@ -165,8 +170,8 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
     order by s.at`.execute(db);
   const first = rows[0]?.at ?? from;
   const dates = new Map(rows.map((r) => [r.at.getTime(), r.date]));
-  const [rewards, tiers] = await Promise.all([rewardInsights(db, shopId, periods, interval, dates, first, to), tierCounts(db, shopId)]);
-  const codes = codesPerInterval(rewards);
+  const perInterval = once(() => codeIntervals(db, shopId, periods, interval, dates, first, to));
+  const [rewards, tiers] = await Promise.all([rewardInsights(db, shopId, perInterval, first, to), tierCounts(db, shopId)]);
   // Sums of bigints come back as strings; points stay far below 2^53.
   const n = Number;
   return {
@@ -187,7 +192,7 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
         activeMembers: interval === 'day' ? n(r.active_members) : null,
         newMembers: n(r.new_members),
         members: n(r.members),
-        codes: codes.get(r.at.getTime()) ?? counts(0, 0, 0, 0),
+        codes: async () => (await perInterval()).total.get(r.at.getTime()) ?? counts(0, 0, 0, 0),
       };
     }),
     rewards,
@@ -289,29 +294,39 @@ export async function startTimezonePeriod(trx: Trx, shopId: string, timezone: st
     update shops set timezone_days_from = (select carried_until from period) where id = ${shopId}`.execute(trx);
 }
 
-type RewardRow = {
-  reward_id: string;
-  name: string | null;
-  type: string | null;
-  /** Null on the reward's row for the whole range. */
-  at: Date | null;
-  codes: string;
-  points: string;
-  discount: string;
-  used: string;
-  expired: string;
-  cancelled: string;
-};
-
 const counts = (issued: number, used: number, expired: number, cancelled: number): CodeCounts => ({ issued, used, expired, cancelled, useRate: useRate(used, issued) });
 
+/** `read`, run once when first called: a figure read only if a reader asks for it. */
+function once<T>(read: () => Promise<T>): () => Promise<T> {
+  let result: Promise<T> | undefined;
+  return () => (result ??= read());
+}
+
+/** Codes per interval: each reward's intervals with any, and every reward's together, by the interval's start. */
+type CodeIntervals = { byReward: Map<string, RewardInterval[]>; total: Map<number, CodeCounts> };
+
 /**
- * Redemptions in [from, to) by reward, most redeemed first, each with the intervals it had codes
- * issued or ended in (`dates`: the series' local dates by start); a deleted reward keeps its
- * figures, without a name. One pass over the rollups: each reward's range and intervals are
- * grouping sets of it, so the decimal discounts are added up by the database alone.
+ * Redemptions in [from, to) by reward, most redeemed first; a deleted reward keeps its figures,
+ * without a name. Each reward's intervals come from `perInterval`, when asked.
  */
-async function rewardInsights(
+async function rewardInsights(db: Queryable, shopId: string, perInterval: () => Promise<CodeIntervals>, from: Date, to: Date): Promise<RewardInsight[]> {
+  const { rows } = await sql<{ reward_id: string; name: string | null; type: string | null; codes: string; points: string; discount: string; used: string; expired: string; cancelled: string }>`
+    select i.reward_id, r.name, r.type, sum(i.codes) as codes, sum(i.points) as points, sum(i.discount)::text as discount,
+      sum(i.used) as used, sum(i.expired) as expired, sum(i.cancelled) as cancelled
+    from insight_rewards i left join points_redemptions r on r.id = i.reward_id
+    where i.shop_id = ${shopId} and i.bucket >= ${from} and i.bucket < ${to}
+    group by i.reward_id, r.name, r.type
+    order by sum(i.codes) desc, i.reward_id`.execute(db);
+  const n = Number;
+  return rows.map((r) => {
+    const { issued: codes, ...ended } = counts(n(r.codes), n(r.used), n(r.expired), n(r.cancelled));
+    const intervals = async () => (await perInterval()).byReward.get(r.reward_id) ?? [];
+    return { rewardId: r.reward_id, name: r.name, type: r.type, codes, points: n(r.points), discount: r.discount, ...ended, intervals };
+  });
+}
+
+/** Codes issued and ended per reward and interval of the series (`dates`: its local dates by start) in [from, to). */
+async function codeIntervals(
   db: Queryable,
   shopId: string,
   periods: Period[],
@@ -319,42 +334,22 @@ async function rewardInsights(
   dates: Map<number, string>,
   from: Date,
   to: Date,
-): Promise<RewardInsight[]> {
-  const { rows } = await sql<RewardRow>`
-    with b as (
-      select reward_id, ${intervalStart(periods, interval, sql`bucket`)} as at, codes, points, discount, used, expired, cancelled
-      from insight_rewards where shop_id = ${shopId} and bucket >= ${from} and bucket < ${to}
-    ), g as (
-      select reward_id, at, sum(codes) as codes, sum(points) as points, sum(discount)::text as discount,
-        sum(used) as used, sum(expired) as expired, sum(cancelled) as cancelled
-      from b group by grouping sets ((reward_id), (reward_id, at))
-    )
-    select g.*, r.name, r.type from g left join points_redemptions r on r.id = g.reward_id
-    order by sum(g.codes) filter (where g.at is null) over (partition by g.reward_id) desc, g.reward_id, g.at nulls first`.execute(db);
-  const n = Number;
-  const rewards: RewardInsight[] = [];
-  for (const r of rows) {
-    const figures = counts(n(r.codes), n(r.used), n(r.expired), n(r.cancelled));
-    if (r.at === null) {
-      const { issued: codes, ...ended } = figures;
-      rewards.push({ rewardId: r.reward_id, name: r.name, type: r.type, codes, points: n(r.points), discount: r.discount, ...ended, intervals: [] });
-    } else if (figures.issued + figures.used + figures.expired + figures.cancelled > 0) {
-      rewards.at(-1)!.intervals.push({ at: r.at, date: dates.get(r.at.getTime())!, ...figures });
-    }
-  }
-  return rewards;
-}
-
-/** Every reward's codes added up per interval, by the interval's start. */
-function codesPerInterval(rewards: RewardInsight[]): Map<number, CodeCounts> {
+): Promise<CodeIntervals> {
+  const { rows } = await sql<{ reward_id: string; at: Date; codes: string; used: string; expired: string; cancelled: string }>`
+    select reward_id, ${intervalStart(periods, interval, sql`bucket`)} as at, sum(codes) as codes, sum(used) as used, sum(expired) as expired, sum(cancelled) as cancelled
+    from insight_rewards where shop_id = ${shopId} and bucket >= ${from} and bucket < ${to}
+    group by 1, 2
+    having sum(codes) + sum(used) + sum(expired) + sum(cancelled) > 0
+    order by 1, 2`.execute(db);
+  const byReward = new Map<string, RewardInterval[]>();
   const sums = new Map<number, [number, number, number, number]>();
-  for (const { intervals } of rewards) {
-    for (const i of intervals) {
-      const s = sums.get(i.at.getTime()) ?? [0, 0, 0, 0];
-      sums.set(i.at.getTime(), [s[0] + i.issued, s[1] + i.used, s[2] + i.expired, s[3] + i.cancelled]);
-    }
+  for (const r of rows) {
+    const [issued, used, expired, cancelled] = [Number(r.codes), Number(r.used), Number(r.expired), Number(r.cancelled)];
+    byReward.set(r.reward_id, [...(byReward.get(r.reward_id) ?? []), { at: r.at, date: dates.get(r.at.getTime())!, ...counts(issued, used, expired, cancelled) }]);
+    const s = sums.get(r.at.getTime()) ?? [0, 0, 0, 0];
+    sums.set(r.at.getTime(), [s[0] + issued, s[1] + used, s[2] + expired, s[3] + cancelled]);
   }
-  return new Map([...sums].map(([at, s]) => [at, counts(...s)]));
+  return { byReward, total: new Map([...sums].map(([at, s]) => [at, counts(...s)])) };
 }
 
 /** Members per tier now, lowest tier first (read live: a count per tier on tier_members' tier index). */
