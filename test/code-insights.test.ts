@@ -1,10 +1,11 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CodeEnd, endCode, lockCode } from '../src/domain/codes/index.js';
-import { compactInsights } from '../src/domain/insights/index.js';
+import { compactInsights, pointsInsights } from '../src/domain/insights/index.js';
+import { createShop } from '../src/domain/shops/index.js';
 import { inTransaction } from '../src/db/transaction.js';
 import { newId } from '../src/domain/kernel/index.js';
-import { onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { onPostgres, openLoggedPglite, startTestApp, type TestApp } from './helpers.js';
 
 // Issue 33, item 6: codes used, expired and cancelled per reward and interval, and the use rate,
 // from the rollup the end trigger keeps, checked against the codes table itself: before and after
@@ -241,5 +242,28 @@ describe(`code insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     expect(today.issued).toBe(16);
     expect(today.used + today.expired + today.cancelled).toBe(16);
     expect(rewards.map((r) => r.codes).sort()).toEqual([5, 5, 6]);
+  });
+
+  it('reads the codes per interval only when asked, once for every reward and interval', async () => {
+    const statements: string[] = [];
+    const db = await openLoggedPglite((q) => statements.push(q));
+    try {
+      const { shop } = await createShop(db, 'Lazy');
+      await db.updateTable('shops').set({ timezone: TZ }).where('id', '=', shop.id).execute();
+      await db.insertInto('insight_rewards').values([
+        { shop_id: shop.id, reward_id: 'r1', bucket: new Date(D), stripe: -1, codes: 2, used: 1 },
+        { shop_id: shop.id, reward_id: 'r2', bucket: new Date(D + HOUR), stripe: -1, codes: 1, cancelled: 1 },
+      ]).execute();
+      const perInterval = () => statements.filter((q) => q.includes('having sum(codes)')).length;
+      const insights = await pointsInsights(db, shop.id, { from: new Date(D - DAY), to: new Date(D + DAY), interval: 'day' });
+      expect(insights.rewards.map((r) => [r.rewardId, r.codes, r.used, r.cancelled, r.useRate])).toEqual([['r1', 2, 1, 0, 0.5], ['r2', 1, 0, 1, 0]]);
+      expect(perInterval()).toBe(0);
+      const [intervals, codes] = await Promise.all([Promise.all(insights.rewards.map((r) => r.intervals())), Promise.all(insights.points.map((p) => p.codes()))]);
+      expect(perInterval()).toBe(1);
+      expect(intervals.map((list) => list.map((i) => [i.date, i.issued]))).toEqual([[['2031-03-11', 2]], [['2031-03-11', 1]]]);
+      expect(codes.map((c) => [c.issued, c.used, c.cancelled, c.useRate])).toEqual([[0, 0, 0, null], [3, 1, 1, 0.3333]]);
+    } finally {
+      await db.destroy();
+    }
   });
 });
