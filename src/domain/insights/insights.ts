@@ -86,7 +86,7 @@ export type RewardInsight = {
  * two exact counts in integer arithmetic; null when none was issued. Both are counted over the same
  * range, so it can pass 1 when codes issued before the range are used in it.
  */
-export function useRate(used: number, issued: number): number | null {
+function useRate(used: number, issued: number): number | null {
   if (issued === 0) return null;
   return Number((BigInt(used) * 20_000n + BigInt(issued)) / (2n * BigInt(issued))) / 10_000;
 }
@@ -345,7 +345,9 @@ async function codeIntervals(
   const sums = new Map<number, [number, number, number, number]>();
   for (const r of rows) {
     const [issued, used, expired, cancelled] = [Number(r.codes), Number(r.used), Number(r.expired), Number(r.cancelled)];
-    byReward.set(r.reward_id, [...(byReward.get(r.reward_id) ?? []), { at: r.at, date: dates.get(r.at.getTime())!, ...counts(issued, used, expired, cancelled) }]);
+    const list = byReward.get(r.reward_id) ?? [];
+    byReward.set(r.reward_id, list);
+    list.push({ at: r.at, date: dates.get(r.at.getTime())!, ...counts(issued, used, expired, cancelled) });
     const s = sums.get(r.at.getTime()) ?? [0, 0, 0, 0];
     sums.set(r.at.getTime(), [s[0] + issued, s[1] + used, s[2] + expired, s[3] + cancelled]);
   }
