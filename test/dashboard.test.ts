@@ -1,6 +1,9 @@
 import { existsSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../src/db/database.js';
+import { inTransaction } from '../src/db/transaction.js';
+import { type CodeEnd, endCode, lockCode } from '../src/domain/codes/index.js';
 import { type BrowserSession, openChromium } from './chromium.js';
 import { until } from './live-helpers.js';
 import { type NpmServer, startNpm } from './npm-start.js';
@@ -14,12 +17,13 @@ let chromium: BrowserSession;
 let page: Page;
 /** The program's figures before this file's own changes: the demo shop's on PGlite, nothing on PostgreSQL. */
 let before: Awaited<ReturnType<typeof program>>;
+let rewardId: string;
 
 const DAY = 86_400_000;
 const fmt = (n: number) => new Intl.NumberFormat('en-US').format(n);
 const PROGRAM = `query($from: DateTime!, $to: DateTime!) {
   shop { insights(from: $from, to: $to) { points { issued { total } redeemed expired outstanding pending activeMembers members }
-    rewards { name codes points } tiers { name members } } }
+    rewards { name codes used expired cancelled useRate points } tiers { name members } } }
   activities(first: 15) { edges { node { _id newPoints oldPoints holder { email shopifyCustomerId } } } } }`;
 
 /** The last 30 local days' insights and the latest ledger entries, as the API gives them. */
@@ -55,6 +59,7 @@ beforeAll(async () => {
   expect(order.status).toBe(201);
   const redeemed = await server.request('POST', '/rest-api/v1/pointsRedemptions', { customerIdentifier: 'd-2', rewardId: setup.data.r.pointsRedemption._id, pointsAmount: 50 });
   expect(redeemed.status).toBe(200);
+  rewardId = setup.data.r.pointsRedemption._id;
   chromium = await openChromium(server.url);
   page = chromium.page;
 }, 300_000);
@@ -93,7 +98,7 @@ async function fromApi() {
       '#kpi-rate': `${((redeemed * 100) / issued).toFixed(1)} %`,
       '#kpi-expired': fmt(expired),
     },
-    rewards: rewards.map((r: any) => [r.name, fmt(r.codes), fmt(r.points)]),
+    rewards: rewards.map((r: any) => [r.name, fmt(r.codes), fmt(r.used), fmt(r.expired), fmt(r.cancelled), r.useRate === null ? '–' : `${(r.useRate * 100).toFixed(2)} %`, fmt(r.points)]),
     tiers: [['No tier', fmt(last.members - tiers.reduce((s: number, x: any) => s + x.members, 0))], ...tiers.map((x: any) => [x.name, fmt(x.members)])],
     activities: activities.map(({ node }: any) => [node._id, `${node.holder.email} (${node.holder.shopifyCustomerId})`, fmt(node.newPoints)]),
   };
@@ -107,7 +112,7 @@ async function shown() {
     page.$$eval(`${selector} tbody tr`, (trs, cells) => trs.map((tr) => cells.map((i) => tr.children[i]?.textContent ?? '')), cells);
   return {
     kpis,
-    rewards: await rows('#rewards-table', [0, 2, 3]),
+    rewards: await rows('#rewards-table', [0, 2, 3, 4, 5, 6, 7]),
     tiers: await rows('#tiers-table', [0, 1]),
     activities: await page.$$eval('#activity tbody tr', (trs) => trs.map((tr) => [(tr as HTMLElement).dataset.key, tr.children[0]!.textContent, tr.children[3]!.textContent])),
   };
@@ -185,7 +190,7 @@ describe('GET /dashboard, the program page, in a real Chromium', () => {
     // Gold (300 points earned): d-2, and on PGlite the demo shop's grace@example.com (1,200).
     const gold = server.demo ? 2 : 1;
     expect(first.tiers).toEqual([['No tier', fmt(members - gold)], ['Gold', fmt(gold)]]);
-    expect(first.rewards).toContainEqual(['Dashboard $5 off', '1', '50']);
+    expect(first.rewards).toContainEqual(['Dashboard $5 off', '1', '0', '0', '0', '0.00 %', '50']);
     expect(first.activities[0]![1]).toBe('d-2@example.com (d-2)');
     // Every table of the charts holds the series the chart draws: one row per day of the period.
     expect(await page.locator('#flow-table tbody tr').count()).toBeGreaterThanOrEqual(30);
@@ -238,6 +243,35 @@ describe('GET /dashboard, the program page, in a real Chromium', () => {
     expect(await text('#counts tr[data-key="points/added"] td.num')).toBe('2');
     await untilShowsApi('after the set');
     expect((await shown()).kpis['#kpi-outstanding']).toBe(fmt(before.last.outstanding + 500 + 350 + 80));
+  });
+
+  it('shows each reward\'s codes issued, used, expired and cancelled, and the use rate', async () => {
+    const codes: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await server.request('POST', '/rest-api/v1/pointsRedemptions', { customerIdentifier: 'd-2', rewardId, pointsAmount: 50 });
+      expect(res.status).toBe(200);
+      codes.push((await res.json()).discountCode);
+    }
+    // No API ends a code yet on this branch: on PostgreSQL the test ends three in the server's database, as the code's life does.
+    if (server.databaseUrl) {
+      const { db, close } = await openDatabase({ url: server.databaseUrl });
+      try {
+        const ends: CodeEnd[] = [{ status: 'used', at: new Date(), orderId: 'o-1', customerId: 'x' }, { status: 'expired' }, { status: 'cancelled', at: new Date() }];
+        for (const [i, end] of ends.entries()) {
+          await inTransaction(db, async (trx) => {
+            await trx.updateTable('discount_codes').set({ expires_at: new Date(Date.now() - 60_000) }).where('code', '=', codes[i]!).execute();
+            const row = (await lockCode(trx, (await trx.selectFrom('discount_codes').select('shop_id').where('code', '=', codes[i]!).executeTakeFirstOrThrow()).shop_id, { code: codes[i]! }))!;
+            expect((await endCode(trx, row, end)).changed).toBe(true);
+          });
+        }
+      } finally {
+        await close();
+      }
+    }
+    await addPoints('add', 1); // an event: the page refreshes
+    await untilShowsApi('after the codes');
+    const row = (await shown()).rewards.find((r) => r[0] === 'Dashboard $5 off');
+    expect(row).toEqual(['Dashboard $5 off', '4', ...(server.databaseUrl ? ['1', '1', '1', '25.00 %'] : ['0', '0', '0', '0.00 %']), '200']);
   });
 
   it('says so when the key is refused, and nothing else went wrong on the page', async () => {

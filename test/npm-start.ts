@@ -77,6 +77,8 @@ export type NpmServer = {
   apiKey: string;
   /** Whether the server made the demo shop (PGlite): its customers (demo-1001, ada@example.com, 250 points, …) and rewards exist. */
   demo: boolean;
+  /** Its PostgreSQL schema's URL, for what no API does yet; none on PGlite (its data folder is the server's alone). */
+  databaseUrl?: string;
   run: NpmRun;
   /** A JSON request with that key, as the shop's own server sends one. */
   request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Response>;
@@ -93,7 +95,8 @@ export type NpmServer = {
  */
 export async function startNpm(): Promise<NpmServer> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'loyalty-npm-start-'));
-  const env = { ...(await databaseEnv()), DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' };
+  const database = await databaseEnv();
+  const env = { ...database, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' };
   const run = npm(['start'], env);
   const stop = async () => {
     if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGTERM');
@@ -113,7 +116,7 @@ export async function startNpm(): Promise<NpmServer> {
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     const graphql = async (query: string, variables?: Record<string, unknown>) => (await request('POST', '/graphql', { query, variables })).json();
-    return { url, apiKey, demo: printed !== undefined, run, request, graphql, stop };
+    return { url, apiKey, demo: printed !== undefined, databaseUrl: database.DATABASE_URL || undefined, run, request, graphql, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -1,12 +1,15 @@
 // Insights: the 90-day daily insights query of a shop with 5,000,000 ledger entries (written by
 // SQL over the last 120 days, their rollups spread over 20 stripes a bucket, as 20 connections
-// writing all day leave them, then folded as the hourly retention loop does), answered over HTTP
-// one at a time: p50 and p99. Then POST
+// writing all day leave them, then folded as the hourly retention loop does) and a discount code
+// for each of its 1,000,000 redemptions (over 5 rewards, 60 % of them ended: used, expired or
+// cancelled, by statements through the codes' end trigger), answered over HTTP one at a time: p50
+// and p99; then the same with each reward's codes per day. Then POST
 // /points/add with the rollup triggers (movements and active members) on and off, in turns, at 32
 // connections: the write rate the rollups leave.
 import { openDatabase } from '../../src/db/database.js';
 import { compactInsights } from '../../src/domain/insights/insights.js';
 import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createPointsRedemption } from '../../src/domain/rewards/redemptions.js';
 import { createShop } from '../../src/domain/shops/shops.js';
 import { combine, inTurns, type Measurement, summarize, warmUp } from '../lib/load.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
@@ -20,6 +23,8 @@ const CUSTOMERS = 100_000;
 const HISTORY_DAYS = 120;
 const STRIPES = 20;
 const QUERIES = 300;
+const INTERVAL_QUERIES = 100;
+const REWARDS = 5;
 const ROUNDS = 6;
 const LOAD_CUSTOMERS = 1000;
 // The rollup columns the seed fills (its entries are adds, order earns, redemptions and subtractions).
@@ -66,6 +71,18 @@ async function seed(url: string) {
        ) l where c.id = l.customer_id`,
       [big.shop.id],
     );
+    // A code for each redemption, over REWARDS rewards, then 30 % used, 20 % expired (those due), 10 % cancelled.
+    const rewards = [];
+    for (let r = 0; r < REWARDS; r++) rewards.push((await createPointsRedemption(db, big.shop.id, { name: `Bench ${r}`, type: 'amount', rewardValue: 2, discountValue: 5 })).pointsRedemption._id);
+    await client.query(
+      `insert into discount_codes (id, shop_id, customer_id, reward_id, activity_id, code, type, value, points_amount, expires_at, created_at)
+       select 'bc' || a.seq, $1, a.customer_id, ($2::text[])[(1 + a.seq % $3)::int], a.id, 'BENCH-' || a.seq, 'amount', 5, 2, a.created_at + interval '30 days', a.created_at
+       from activities a where a.shop_id = $1 and a.type = 'redeem_points'`,
+      [big.shop.id, rewards, REWARDS],
+    );
+    await client.query(`update discount_codes set status = 'used', used_at = least(created_at + interval '2 days', now()), order_id = 'bo' || seq where shop_id = $1 and seq % 10 < 3`, [big.shop.id]);
+    await client.query(`update discount_codes set status = 'expired' where shop_id = $1 and seq % 10 in (3, 4) and expires_at < now()`, [big.shop.id]);
+    await client.query(`update discount_codes set status = 'cancelled', cancelled_at = least(created_at + interval '1 day', now()) where shop_id = $1 and seq % 10 = 5`, [big.shop.id]);
     // One statement wrote them, so one stripe holds each bucket: spread each over STRIPES, the sums unchanged.
     await client.query(
       `with old as (delete from insight_buckets where shop_id = $1 returning *)
@@ -104,33 +121,56 @@ async function run(options: BenchOptions): Promise<boolean> {
     process.stdout.write(`  written in ${seedSec.toFixed(1)} s; ${rollups.striped.toLocaleString('en')} rollup rows over ${STRIPES} stripes, ${rollups.folded.toLocaleString('en')} once folded (${foldSec.toFixed(1)} s)\n`);
 
     // The query, one at a time: a shop owner opening the page, not a load test.
-    const query = `query($from: DateTime!, $to: DateTime!) { shop { insights(from: $from, to: $to, interval: day) {
-      points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members }
-      rewards { rewardId codes points discount } tiers { name members } } } }`;
+    const query = (perDay: boolean) => `query($from: DateTime!, $to: DateTime!) { shop { insights(from: $from, to: $to, interval: day) {
+      points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members ${perDay ? 'codes { issued used expired cancelled useRate }' : ''} }
+      rewards { rewardId codes points discount used expired cancelled useRate ${perDay ? 'intervals { date issued used expired cancelled useRate }' : ''} } tiers { name members } } } }`;
     const to = new Date();
     const variables = { from: new Date(to.getTime() - 90 * 86_400_000).toISOString(), to: to.toISOString() };
-    const latencies: number[] = [];
-    let answer: { data?: { shop: { insights: { points: Array<{ outstanding: number; members: number; activeMembers: number }> } } } } = {};
-    for (let i = 0; i < QUERIES + 10; i++) {
-      const started = performance.now();
-      const res = await fetch(`${server.url}/graphql`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${big.apiKey}` },
-        body: JSON.stringify({ query, variables }),
-      });
-      answer = (await res.json()) as typeof answer;
-      // The first ten warm the connection pool and plan cache.
-      if (i >= 10) latencies.push(performance.now() - started);
-    }
+    type Answer = {
+      data?: { shop: { insights: { points: Array<{ at: string; outstanding: number; members: number; activeMembers: number }>; rewards: Array<{ codes: number; used: number; expired: number; cancelled: number }> } } };
+    };
+    const timed = async (perDay: boolean, count: number) => {
+      const latencies: number[] = [];
+      let answer: Answer = {};
+      for (let i = 0; i < count + 10; i++) {
+        const started = performance.now();
+        const res = await fetch(`${server!.url}/graphql`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${big.apiKey}` },
+          body: JSON.stringify({ query: query(perDay), variables }),
+        });
+        answer = (await res.json()) as Answer;
+        // The first ten warm the connection pool and plan cache.
+        if (i >= 10) latencies.push(performance.now() - started);
+      }
+      return { latencies, answer };
+    };
+    const { latencies, answer } = await timed(false, QUERIES);
     const queried = summarize(latencies);
+    const perDay = await timed(true, INTERVAL_QUERIES);
+    const queriedPerDay = summarize(perDay.latencies);
+    const series = answer.data?.shop.insights.points ?? [];
+    const rewards = answer.data?.shop.insights.rewards ?? [];
     const client = await connect(schema.url);
     let owed: number;
+    let codes: { issued: number; used: number; expired: number; cancelled: number };
     try {
       owed = Number((await client.query('select sum(points) as n from customers where shop_id = $1', [big.shop.id])).rows[0].n);
+      // The codes of the series' range, counted in the codes table.
+      const { rows } = await client.query(
+        `select count(*) filter (where created_at >= $2 and created_at < $3) as issued,
+           count(*) filter (where status = 'used' and used_at >= $2 and used_at < $3) as used,
+           count(*) filter (where status = 'expired' and expires_at >= $2 and expires_at < $3) as expired,
+           count(*) filter (where status = 'cancelled' and cancelled_at >= $2 and cancelled_at < $3) as cancelled
+         from discount_codes where shop_id = $1`,
+        [big.shop.id, series[0]?.at ?? variables.from, variables.to],
+      );
+      codes = { issued: Number(rows[0].issued), used: Number(rows[0].used), expired: Number(rows[0].expired), cancelled: Number(rows[0].cancelled) };
     } finally {
       await client.end();
     }
-    const series = answer.data?.shop.insights.points ?? [];
+    const shown = (f: (r: (typeof rewards)[number]) => number) => rewards.reduce((s, r) => s + f(r), 0);
+    const rewardFigures = { issued: shown((r) => r.codes), used: shown((r) => r.used), expired: shown((r) => r.expired), cancelled: shown((r) => r.cancelled) };
 
     // The write rate with the rollup trigger and without, in turns (the trigger toggled between turns).
     const customer = () => String(Math.floor(Math.random() * LOAD_CUSTOMERS));
@@ -159,6 +199,8 @@ async function run(options: BenchOptions): Promise<boolean> {
 
     const checks = [
       { name: 'the query answered 90 days', ok: series.length >= 90, detail: `${series.length} days` },
+      { name: 'the rewards\' codes issued, used, expired, cancelled are the codes table\'s', ok: JSON.stringify(rewardFigures) === JSON.stringify(codes), detail: `${JSON.stringify(rewardFigures)} against ${JSON.stringify(codes)}` },
+      { name: 'the query with codes per day answered', ok: (perDay.answer.data?.shop.insights.points.length ?? 0) >= 90, detail: `${perDay.answer.data?.shop.insights.points.length} days` },
       { name: 'the last outstanding figure is every balance together', ok: series.at(-1)?.outstanding === owed, detail: `${series.at(-1)?.outstanding} against ${owed}` },
       { name: 'the last members figure is every customer', ok: series.at(-1)?.members === CUSTOMERS, detail: `${series.at(-1)?.members} against ${CUSTOMERS}` },
       { name: 'active members counted on every day with entries', ok: series.slice(1).every((p) => p.activeMembers > 0), detail: `${series.filter((p) => p.activeMembers > 0).length} of ${series.length} days` },
@@ -167,6 +209,7 @@ async function run(options: BenchOptions): Promise<boolean> {
     return printReport({
       requests: [
         [`insights, 90 days, ${ENTRIES.toLocaleString('en')} entries (one at a time)`, '-', fmt.ms(queried.p50), fmt.ms(queried.p99), latencies.length, 0],
+        ['the same, with each reward\'s codes per day', '-', fmt.ms(queriedPerDay.p50), fmt.ms(queriedPerDay.p99), perDay.latencies.length, 0],
         ['POST /points/add, rollups on', fmt.rate(withRollups.rate), fmt.ms(withRollups.p50), fmt.ms(withRollups.p99), withRollups.ok, withRollups.failed],
         ['POST /points/add, rollups off', fmt.rate(without.rate), fmt.ms(without.p50), fmt.ms(without.p99), without.ok, without.failed],
       ],
@@ -184,6 +227,6 @@ async function run(options: BenchOptions): Promise<boolean> {
 
 export const insights: Scenario = {
   name: 'insights',
-  summary: 'the 90-day insights query on a shop with 5,000,000 ledger entries; points/add with the rollups on and off, in turns',
+  summary: 'the 90-day insights query on a shop with 5,000,000 ledger entries and 1,000,000 codes; points/add with the rollups on and off, in turns',
   run,
 };

@@ -1,4 +1,7 @@
-import { INSIGHT_INTERVALS, type PointsInsight as PointsInsightShape, pointsInsights, type PointsInsights as PointsInsightsShape, type RewardInsight as RewardInsightShape, type TierCount as TierCountShape } from '../domain/insights/index.js';
+import {
+  type CodeCounts as CodeCountsShape, INSIGHT_INTERVALS, type PointsInsight as PointsInsightShape, pointsInsights, type PointsInsights as PointsInsightsShape,
+  type RewardInsight as RewardInsightShape, type RewardInterval as RewardIntervalShape, type TierCount as TierCountShape,
+} from '../domain/insights/index.js';
 import { builder } from './builder.js';
 import { Shop } from './shop.js';
 
@@ -12,6 +15,35 @@ const PointsIssued = builder.objectRef<PointsInsightShape['issued']>('PointsIssu
     manual: t.expose('manual', { type: 'BigCount', description: 'Added over the API (points/add, a higher set) and by imports.' }),
     referrals: t.expose('referrals', { type: 'BigCount', description: 'Referral rewards, to referrers and referees.' }),
     total: t.expose('total', { type: 'BigCount' }),
+  }),
+});
+
+const USE_RATE = 'Codes used ÷ codes issued in the same span, rounded half up to 4 decimals from the two exact counts; null when none was issued. Above 1 when codes issued earlier were used in it.';
+
+/** The ends of codes: on the per-interval totals, a reward's range and a reward's intervals. */
+const CodeEnds = builder.interfaceRef<Omit<CodeCountsShape, 'issued'>>('CodeEnds').implement({
+  description: 'Discount codes whose life ended in a span, each counted at the instant of its end, and the use rate.',
+  fields: (t) => ({
+    used: t.expose('used', { type: 'BigCount', description: 'Codes used by an order in the span (at the order\'s time).' }),
+    expired: t.expose('expired', { type: 'BigCount', description: 'Codes that expired in the span (at their expiresAt).' }),
+    cancelled: t.expose('cancelled', { type: 'BigCount', description: 'Codes the shop cancelled in the span.' }),
+    useRate: t.exposeFloat('useRate', { nullable: true, description: USE_RATE }),
+  }),
+});
+
+const CodeCounts = builder.objectRef<CodeCountsShape>('CodeCounts').implement({
+  description: 'Discount codes issued in an interval, and those whose life ended in it, each counted at the instant of its end.',
+  interfaces: [CodeEnds],
+  fields: (t) => ({ issued: t.expose('issued', { type: 'BigCount', description: 'Codes issued (redemptions).' }) }),
+});
+
+const RewardInterval = builder.objectRef<RewardIntervalShape>('RewardInterval').implement({
+  description: 'One reward\'s discount codes in one local hour or day of the shop, starting at `at` (the `points` entry of the same `at`).',
+  interfaces: [CodeEnds],
+  fields: (t) => ({
+    at: t.expose('at', { type: 'DateTime' }),
+    date: t.exposeString('date', { description: 'The local date the interval starts on (YYYY-MM-DD), as in `points`.' }),
+    issued: t.expose('issued', { type: 'BigCount', description: 'Codes issued (redemptions).' }),
   }),
 });
 
@@ -37,11 +69,13 @@ const PointsInsight = builder.objectRef<PointsInsightShape>('PointsInsight').imp
     }),
     newMembers: t.expose('newMembers', { type: 'BigCount', description: 'Customers who joined in the interval.' }),
     members: t.expose('members', { type: 'BigCount', description: 'All customers at the interval\'s end.' }),
+    codes: t.field({ type: CodeCounts, description: 'Discount codes of every reward issued and ended in the interval. Asked for, it costs a pass over every reward\'s rollups (as `rewards { intervals }`, read once for both).', resolve: (p) => p.codes() }),
   }),
 });
 
 const RewardInsight = builder.objectRef<RewardInsightShape>('RewardInsight').implement({
-  description: 'Redemptions of one reward in the range.',
+  description: 'Redemptions of one reward in the range: codes issued, how many ended and how, and the same per interval.',
+  interfaces: [CodeEnds],
   fields: (t) => ({
     rewardId: t.exposeID('rewardId'),
     name: t.exposeString('name', { nullable: true, description: 'Null when the reward was deleted since.' }),
@@ -49,6 +83,11 @@ const RewardInsight = builder.objectRef<RewardInsightShape>('RewardInsight').imp
     codes: t.expose('codes', { type: 'BigCount', description: 'Discount codes issued.' }),
     points: t.expose('points', { type: 'BigCount', description: 'Points spent on them.' }),
     discount: t.exposeString('discount', { description: 'Their discounts added up, a decimal in the reward\'s unit (money in the shop\'s currency, percent, or shipping).' }),
+    intervals: t.field({
+      type: [RewardInterval],
+      description: 'The intervals of the series in which the reward had codes issued or ended, in order; the others had none. Read only when asked (for every reward at once): a few times the cost of the range\'s figures.',
+      resolve: (r) => r.intervals(),
+    }),
   }),
 });
 

@@ -75,7 +75,7 @@ query Insights {
     insights(from: "2026-11-01T00:00:00Z", to: "2026-12-01T00:00:00Z", interval: day) {
       timezone
       points { at issued { total } redeemed expired outstanding pending activeMembers members }
-      rewards { name codes points }
+      rewards { name codes used expired cancelled useRate points }
       tiers { name members }
     }
   }

@@ -2,6 +2,6 @@
 // read from buckets that each ledger statement keeps, by day in the zone the shop had then.
 
 export {
-  compactInsights, INSIGHT_INTERVALS, type PointsInsight, type PointsInsights, pointsInsights,
-  purgeActiveMemberMarkers, type RewardInsight, startTimezonePeriod, type TierCount,
+  type CodeCounts, compactInsights, INSIGHT_INTERVALS, type PointsInsight, type PointsInsights, pointsInsights,
+  purgeActiveMemberMarkers, type RewardInsight, type RewardInterval, startTimezonePeriod, type TierCount,
 } from './insights.js';

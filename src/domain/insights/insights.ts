@@ -43,10 +43,53 @@ export type PointsInsight = {
   /** Customers who joined in the interval (less those deleted since), and all members at its end. */
   newMembers: number;
   members: number;
+  /** Discount codes of every reward issued and ended in the interval: read when first asked (see RewardInsight.intervals). */
+  codes(): Promise<CodeCounts>;
 };
 
-/** Redemptions of one reward in the range: `discount` is a decimal string in the reward's unit (money, percent, shipping). */
-export type RewardInsight = { rewardId: string; name: string | null; type: string | null; codes: number; points: number; discount: string };
+/**
+ * Discount codes over an interval or the range: those issued in it, and those whose life ended in
+ * it, each at the instant of its end (used at its order's time, expired at its expiresAt,
+ * cancelled when the shop cancelled it). So a code issued before the range can end in it.
+ */
+export type CodeCounts = { issued: number; used: number; expired: number; cancelled: number; useRate: number | null };
+
+/** One reward's codes in one interval (the shop's local hour or day starting at `at`) in which it had any. */
+export type RewardInterval = CodeCounts & { at: Date; date: string };
+
+/**
+ * Redemptions of one reward in the range: `codes` issued (and `points` they cost; `discount` a
+ * decimal string in the reward's unit: money, percent, shipping), how many ended and how, and the
+ * same per interval.
+ */
+export type RewardInsight = {
+  rewardId: string;
+  name: string | null;
+  type: string | null;
+  codes: number;
+  points: number;
+  discount: string;
+  used: number;
+  expired: number;
+  cancelled: number;
+  useRate: number | null;
+  /**
+   * The intervals in which the reward had codes issued or ended. Read when first asked, for every
+   * reward at once: a pass over each reward's buckets that places each in its local interval costs
+   * a few times the range's totals, which most readers (the program page) do not need.
+   */
+  intervals(): Promise<RewardInterval[]>;
+};
+
+/**
+ * The redemption-to-use rate: codes used ÷ codes issued, rounded half up to 4 decimals, from the
+ * two exact counts in integer arithmetic; null when none was issued. Both are counted over the same
+ * range, so it can pass 1 when codes issued before the range are used in it.
+ */
+function useRate(used: number, issued: number): number | null {
+  if (issued === 0) return null;
+  return Number((BigInt(used) * 20_000n + BigInt(issued)) / (2n * BigInt(issued))) / 10_000;
+}
 
 export type TierCount = { tierId: string; name: string; members: number };
 
@@ -126,7 +169,9 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
     from series s left join moved m on m.at = s.at
     order by s.at`.execute(db);
   const first = rows[0]?.at ?? from;
-  const [rewards, tiers] = await Promise.all([rewardInsights(db, shopId, first, to), tierCounts(db, shopId)]);
+  const dates = new Map(rows.map((r) => [r.at.getTime(), r.date]));
+  const perInterval = once(() => codeIntervals(db, shopId, periods, interval, dates, first, to));
+  const [rewards, tiers] = await Promise.all([rewardInsights(db, shopId, perInterval, first, to), tierCounts(db, shopId)]);
   // Sums of bigints come back as strings; points stay far below 2^53.
   const n = Number;
   return {
@@ -147,6 +192,7 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
         activeMembers: interval === 'day' ? n(r.active_members) : null,
         newMembers: n(r.new_members),
         members: n(r.members),
+        codes: async () => (await perInterval()).total.get(r.at.getTime()) ?? counts(0, 0, 0, 0),
       };
     }),
     rewards,
@@ -248,15 +294,64 @@ export async function startTimezonePeriod(trx: Trx, shopId: string, timezone: st
     update shops set timezone_days_from = (select carried_until from period) where id = ${shopId}`.execute(trx);
 }
 
-/** Redemptions in [from, to) by reward, most redeemed first; a deleted reward keeps its figures, without a name. */
-async function rewardInsights(db: Queryable, shopId: string, from: Date, to: Date): Promise<RewardInsight[]> {
-  const { rows } = await sql<{ reward_id: string; name: string | null; type: string | null; codes: string; points: string; discount: string }>`
-    select i.reward_id, r.name, r.type, sum(i.codes) as codes, sum(i.points) as points, sum(i.discount)::text as discount
+const counts = (issued: number, used: number, expired: number, cancelled: number): CodeCounts => ({ issued, used, expired, cancelled, useRate: useRate(used, issued) });
+
+/** `read`, run once when first called: a figure read only if a reader asks for it. */
+function once<T>(read: () => Promise<T>): () => Promise<T> {
+  let result: Promise<T> | undefined;
+  return () => (result ??= read());
+}
+
+/** Codes per interval: each reward's intervals with any, and every reward's together, by the interval's start. */
+type CodeIntervals = { byReward: Map<string, RewardInterval[]>; total: Map<number, CodeCounts> };
+
+/**
+ * Redemptions in [from, to) by reward, most redeemed first; a deleted reward keeps its figures,
+ * without a name. Each reward's intervals come from `perInterval`, when asked.
+ */
+async function rewardInsights(db: Queryable, shopId: string, perInterval: () => Promise<CodeIntervals>, from: Date, to: Date): Promise<RewardInsight[]> {
+  const { rows } = await sql<{ reward_id: string; name: string | null; type: string | null; codes: string; points: string; discount: string; used: string; expired: string; cancelled: string }>`
+    select i.reward_id, r.name, r.type, sum(i.codes) as codes, sum(i.points) as points, sum(i.discount)::text as discount,
+      sum(i.used) as used, sum(i.expired) as expired, sum(i.cancelled) as cancelled
     from insight_rewards i left join points_redemptions r on r.id = i.reward_id
     where i.shop_id = ${shopId} and i.bucket >= ${from} and i.bucket < ${to}
     group by i.reward_id, r.name, r.type
     order by sum(i.codes) desc, i.reward_id`.execute(db);
-  return rows.map((r) => ({ rewardId: r.reward_id, name: r.name, type: r.type, codes: Number(r.codes), points: Number(r.points), discount: r.discount }));
+  const n = Number;
+  return rows.map((r) => {
+    const { issued: codes, ...ended } = counts(n(r.codes), n(r.used), n(r.expired), n(r.cancelled));
+    const intervals = async () => (await perInterval()).byReward.get(r.reward_id) ?? [];
+    return { rewardId: r.reward_id, name: r.name, type: r.type, codes, points: n(r.points), discount: r.discount, ...ended, intervals };
+  });
+}
+
+/** Codes issued and ended per reward and interval of the series (`dates`: its local dates by start) in [from, to). */
+async function codeIntervals(
+  db: Queryable,
+  shopId: string,
+  periods: Period[],
+  interval: InsightInterval,
+  dates: Map<number, string>,
+  from: Date,
+  to: Date,
+): Promise<CodeIntervals> {
+  const { rows } = await sql<{ reward_id: string; at: Date; codes: string; used: string; expired: string; cancelled: string }>`
+    select reward_id, ${intervalStart(periods, interval, sql`bucket`)} as at, sum(codes) as codes, sum(used) as used, sum(expired) as expired, sum(cancelled) as cancelled
+    from insight_rewards where shop_id = ${shopId} and bucket >= ${from} and bucket < ${to}
+    group by 1, 2
+    having sum(codes) + sum(used) + sum(expired) + sum(cancelled) > 0
+    order by 1, 2`.execute(db);
+  const byReward = new Map<string, RewardInterval[]>();
+  const sums = new Map<number, [number, number, number, number]>();
+  for (const r of rows) {
+    const [issued, used, expired, cancelled] = [Number(r.codes), Number(r.used), Number(r.expired), Number(r.cancelled)];
+    const list = byReward.get(r.reward_id) ?? [];
+    byReward.set(r.reward_id, list);
+    list.push({ at: r.at, date: dates.get(r.at.getTime())!, ...counts(issued, used, expired, cancelled) });
+    const s = sums.get(r.at.getTime()) ?? [0, 0, 0, 0];
+    sums.set(r.at.getTime(), [s[0] + issued, s[1] + used, s[2] + expired, s[3] + cancelled]);
+  }
+  return { byReward, total: new Map([...sums].map(([at, s]) => [at, counts(...s)])) };
 }
 
 /** Members per tier now, lowest tier first (read live: a count per tier on tier_members' tier index). */
@@ -269,7 +364,7 @@ async function tierCounts(db: Queryable, shopId: string): Promise<TierCount[]> {
 }
 
 const BUCKET_COLUMNS = ['issued_orders', 'issued_rules', 'issued_manual', 'issued_referrals', 'removed_manual', 'redeemed', 'expired', 'clawed_back', 'pending', 'active_members', 'members'];
-const REWARD_COLUMNS = ['codes', 'points', 'discount'];
+const REWARD_COLUMNS = ['codes', 'points', 'discount', 'used', 'expired', 'cancelled'];
 
 /**
  * Folds the stripes of every bucket that ended before `before` into one row (stripe -1), in

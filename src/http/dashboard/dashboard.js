@@ -16,7 +16,7 @@ const PROGRAM_QUERY = `query Program($from: DateTime!, $to: DateTime!, $recent: 
   shop { insights(from: $from, to: $to, interval: day) {
     timezone
     points { at date issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members }
-    rewards { rewardId name type codes points discount }
+    rewards { rewardId name type codes used expired cancelled useRate points discount }
     tiers { tierId name members }
   } }
   activities(first: $recent) { edges { node { _id type settingType oldPoints newPoints createdAt holder { email shopifyCustomerId } } } }
@@ -250,10 +250,13 @@ function renderProgram(insights, days) {
   table('#liability-table', ['Day', 'Outstanding', 'Pending'], points.map((p, i) => [labels[i], p.outstanding, p.pending]));
   table('#members-table', ['Day', 'Active', 'New', 'Members'], points.map((p, i) => [labels[i], p.activeMembers ?? 0, p.newMembers, p.members]));
   table('#tiers-table', ['Tier', 'Members'], tierRows);
-  table('#rewards-table', ['Reward', 'Type', 'Codes', 'Points spent', 'Discount given'], insights.rewards.slice(0, 10).map((r) => [
-    r.name ?? '(deleted reward)', r.type ?? '–', r.codes, r.points, discountText(r),
+  table('#rewards-table', ['Reward', 'Type', 'Codes issued', 'Used', 'Expired', 'Cancelled', 'Use rate', 'Points spent', 'Discount given'], insights.rewards.slice(0, 10).map((r) => [
+    r.name ?? '(deleted reward)', r.type ?? '–', r.codes, r.used, r.expired, r.cancelled, rateText(r.useRate), r.points, discountText(r),
   ]), 'No redemptions in the period.');
 }
+
+// Codes used ÷ issued in the period, as the API rounds it (4 decimals: a percent with 2); none issued, no rate.
+const rateText = (rate) => (rate === null ? '–' : `${(rate * 100).toFixed(2)} %`);
 
 // Money off adds up; percentages do not.
 const discountText = (reward) => (reward.type === 'percentage' ? '–' : reward.discount);
