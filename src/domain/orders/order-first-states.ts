@@ -1,11 +1,12 @@
 import { sql } from 'kysely';
-import { PREPARED } from '../../db/database.js';
-import type { Queryable } from '../../db/transaction.js';
+import { type DB, PREPARED } from '../../db/database.js';
+import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
+import { lockCodesForOrders, useCodes } from '../codes/index.js';
 import { parseIdentifier } from '../customers/index.js';
 import { announceOutboxWrite, newEventId, newId } from '../kernel/index.js';
 import { activityJson, type Hold, MAX_BALANCE, pendingEvent } from '../ledger/index.js';
 import { MULTIPLIER_ONE } from './order-earn.js';
-import { attempt, customerNamed, holdOf, insertPlannedRows, isPlan, orderDescription, type Outcome, type Plan, plannedRow, planPut, readPrograms, type ShopProgram, tierMultiplier } from './order-plans.js';
+import { attempt, codesOfPlan, customerNamed, holdOf, insertPlannedRows, isPlan, needsLockedPath, orderDescription, type Outcome, type Plan, plannedRow, planPut, readPrograms, type ShopProgram, tierMultiplier } from './order-plans.js';
 import { orderJson, type OrderPut, toOrder } from './orders.js';
 
 /**
@@ -13,6 +14,8 @@ import { orderJson, type OrderPut, toOrder } from './orders.js';
  * batch, outside any transaction, as balance changes are (points.ts): the order, the points it
  * earns (a ledger entry, or pending points) and their events. That is what lets PUT /orders keep
  * up with points/add; the locked path (order-writes.ts) takes a transaction of five statements or more.
+ * A batch whose orders carry discount codes adds a statement before (locking the codes) and two
+ * after (marking them used, and their events), in one transaction.
  *
  * The statement finds and locks the customers itself; the shops' programs (what an order earns by)
  * come from a cache, and are used only while their version is the shop's (a rule or setting changed
@@ -20,7 +23,7 @@ import { orderJson, type OrderPut, toOrder } from './orders.js';
  *
  * Undefined at a PUT's index: the order exists, or the PUT needs the locked path to be decided
  * (an unknown customer, a state refused as a first state, a balance near its limit, a changed
- * program); nothing of it was written. The locked path then writes it, or refuses it.
+ * program, a first state refunded or cancelled with codes); nothing of it was written. The locked path then writes it, or refuses it.
  */
 export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise<Array<Outcome | undefined>> {
   const programs = await programsOf(db, puts);
@@ -29,12 +32,42 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
   const plans = puts.flatMap((put, index) => {
     const program = programs.get(put.shopId);
     // Planned at ×1: a customer whose tier multiplies is left to the locked path (below).
-    const plan = program && attempt(() => planPut({ put, index, customerId: '', multiplierBp: MULTIPLIER_ONE }, undefined, program));
+    const plan = program && !needsLockedPath(put) && attempt(() => planPut({ put, index, customerId: '', multiplierBp: MULTIPLIER_ONE }, undefined, program));
     return isPlan(plan) ? [plan] : [];
   });
   if (plans.length === 0) return outcomes;
 
   const writes = plans.map((plan) => firstStateWrite(plan, programs.get(plan.put.shopId)!));
+  const named = plans.flatMap(({ put }) => (put.discountCodes ?? []).map(({ code }) => ({ shopId: put.shopId, code })));
+  // Codes the orders used change with them, in one transaction: locked before the statement locks
+  // the customers (the lock order of a code's cancellation), marked used after it, for the orders
+  // it wrote. Without codes, the statement alone, committed by itself.
+  const rows = named.length === 0
+    ? await insertFirstStates(db, writes)
+    : await withTransaction(db, async (trx) => {
+      await lockCodesForOrders(trx, named);
+      const written = await insertFirstStates(trx, writes);
+      await useCodes(trx, written.flatMap(({ n, customer_id }) => {
+        if (n === null) return [];
+        const { plan } = writes[n]!;
+        return codesOfPlan(plan, true, programs.get(plan.put.shopId)!).uses.map((use) => ({ ...use, customerId: customer_id! }));
+      }));
+      return written;
+    });
+  for (const { n, customer_id, stale_shop } of rows) {
+    if (stale_shop !== null) forget(db, stale_shop);
+    else outcomes[writes[n!]!.plan.index] = { order: { ...writes[n!]!.order, customer: customer_id! }, created: true, changed: true };
+  }
+  return outcomes;
+}
+
+type FirstStateWrite = ReturnType<typeof firstStateWrite>;
+
+/**
+ * The statement: the orders, their points and events. A row per order written (`n`, its index in
+ * `writes`, and its customer), and one per shop whose program was stale.
+ */
+async function insertFirstStates(db: Queryable, writes: FirstStateWrite[]) {
   // An insert into a table with statement triggers runs them even when it inserts no row: the
   // statement leaves out the inserts none of its writes needs (one prepared text per combination).
   const anyCredit = writes.some((w) => w.input.credit > 0);
@@ -107,11 +140,12 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
     union all
     select null, null, s.id from programs s join (select distinct shop_id, program_version from input) i on s.id = i.shop_id and s.program_version <> i.program_version`.execute(db);
   if (rows.some((r) => r.n !== null)) announceOutboxWrite(db);
-  for (const { n, customer_id, stale_shop } of rows) {
-    if (stale_shop !== null) forget(db, stale_shop);
-    else outcomes[writes[n!]!.plan.index] = { order: { ...writes[n!]!.order, customer: customer_id! }, created: true, changed: true };
-  }
-  return outcomes;
+  return rows;
+}
+
+/** `fn` in the caller's transaction (the Shopify connector's), or in one of its own. */
+function withTransaction<T>(db: Queryable, fn: (trx: Trx) => Promise<T>): Promise<T> {
+  return db.isTransaction ? fn(db as Trx) : inTransaction(db as DB, fn);
 }
 
 /** What the statement writes for one first state: its row, the points it earns, and their events, in order; the customer is filled in by it. */
