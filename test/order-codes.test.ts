@@ -2,7 +2,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from '../src/db/transaction.js';
-import { endCode, lockCode } from '../src/domain/codes/index.js';
+import { endCode, lockCode, returnCodePoints } from '../src/domain/codes/index.js';
 import { createPointsRedemption } from '../src/domain/rewards/redemptions.js';
 import { updateShopSettings } from '../src/domain/settings/shop-settings.js';
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
@@ -248,6 +248,35 @@ describe('racing orders', () => {
     const orders = await db().selectFrom('orders').select('discount_codes').where('shop_id', '=', shop.shopId).where('order_id', 'in', ids).execute();
     expect(orders.every((o) => o.discount_codes[0]?.code === code)).toBe(true);
     expect(await ledgerOf('x-1')).toEqual({ points: 900, entries: [['update_points', 1000], ['redeem_points', -100]] });
+  });
+});
+
+describe('racing a cancellation', () => {
+  it('orders naming a code and its cancellation that gives the points back (code, then customer) never deadlock: one wins, the ledger exact', async () => {
+    for (let round = 0; round < 5; round++) {
+      const customer = `k-${round}`;
+      await t.customer(shop.shopId, customer, 1000);
+      const code = await issue(customer);
+      // A cancellation as the shop's will be: the code locked, ended, then its points given back (the customer locked).
+      const cancel = () =>
+        inTransaction(db(), async (trx) => {
+          const { changed, row } = await endCode(trx, (await lockCode(trx, shop.shopId, { code }))!, { status: 'cancelled', at: new Date() });
+          if (changed) await returnCodePoints(trx, row, 'cancelled');
+          return changed;
+        });
+      const results = await Promise.all([
+        ...Array.from({ length: 10 }, (_, i) => put(`K-${round}-${i}`, orderBody(customer, [{ code, amount: '5.00' }])).then((r) => r.status)),
+        cancel().then((changed) => (changed ? 'cancelled' : 'late')),
+      ]);
+      expect(results.slice(0, 10)).toEqual(Array(10).fill(201));
+      const row = await codeRow(code);
+      expect(results[10]).toBe(row.status === 'cancelled' ? 'cancelled' : 'late');
+      expect(await ledgerOf(customer)).toEqual(
+        row.status === 'cancelled'
+          ? { points: 1000, entries: [['update_points', 1000], ['redeem_points', -100], ['refund_redemption', 100]] }
+          : { points: 900, entries: [['update_points', 1000], ['redeem_points', -100]] },
+      );
+    }
   });
 });
 
