@@ -2,7 +2,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from '../src/db/transaction.js';
-import { endCode, lockCode, returnCodePoints } from '../src/domain/codes/index.js';
+import { endCode, lockCode, returnCodePoints, toDiscountCode } from '../src/domain/codes/index.js';
 import { createPointsRedemption } from '../src/domain/rewards/redemptions.js';
 import { updateShopSettings } from '../src/domain/settings/shop-settings.js';
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
@@ -99,6 +99,8 @@ describe('PUT /orders with discountCodes', () => {
     expect(await codeRow(code)).toEqual(used);
     const events = await eventsOf('redemptions/used', code);
     expect(events).toHaveLength(1);
+    // Built in SQL by the statement that wrote the order: the code as the API shows it.
+    expect(events[0]!.data).toEqual(JSON.parse(JSON.stringify(toDiscountCode(used))));
     expect(events[0]!.data).toMatchObject({ code, status: 'used', orderId: 'O-1', usedByOtherCustomer: false });
 
     const got = await (await fetch(`${t.url}/rest-api/v1/orders/O-1`, { headers: { authorization: `Bearer ${shop.apiKey}` } })).json();
@@ -153,6 +155,7 @@ describe('PUT /orders with discountCodes', () => {
     expect(res.status).toBe(200);
     expect((await res.json())).toMatchObject({ message: 'Order updated', order: { discountCodes: codes } });
     expect(await codeRow(later)).toMatchObject({ status: 'used', order_id: 'O-5' });
+    expect((await eventsOf('redemptions/used', later))[0]!.data).toEqual(JSON.parse(JSON.stringify(toDiscountCode(await codeRow(later)))));
     expect({ byOther: await codeRow(byOther), expired: await codeRow(expired), cancelled: await codeRow(cancelled) }).toEqual(before);
     expect(before).toMatchObject({ byOther: { status: 'used', order_id: 'O-5a' }, expired: { status: 'expired', order_id: null }, cancelled: { status: 'cancelled', order_id: null } });
 

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { type RawBuilder, sql } from 'kysely';
 import type { DiscountCodeRow } from '../../db/schema.js';
 import type { Trx } from '../../db/transaction.js';
 import { recordShopEvents } from '../kernel/index.js';
@@ -10,6 +10,39 @@ import { toDiscountCode } from './discount-codes.js';
  * order to lock it wins; a used, expired or cancelled one stays as it is); a code of another
  * customer is used all the same and flagged; each change has its redemptions/used event.
  */
+
+/** The issued codes the rows of `named` (shop_id, code) name, locked in id order: a query for a statement of its own or a CTE. */
+export function lockIssuedCodes(named: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`select d.id from discount_codes d
+    where d.status = 'issued' and (d.shop_id, d.code) in (select shop_id, code from ${named})
+    order by d.id
+    for update`;
+}
+
+/**
+ * Marks used, by their orders, the issued codes the rows of `uses` name (u: shop_id, code, at,
+ * order_id, customer_id, the shop's order id and our customer id): endCode's `used`, for many codes.
+ * The caller adds its RETURNING.
+ */
+export function markCodesUsed(uses: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`update discount_codes d
+    set status = 'used', used_at = u.at, order_id = u.order_id, other_customer = d.customer_id <> u.customer_id
+    from ${uses}
+    where d.shop_id = u.shop_id and d.code = u.code and d.status = 'issued'`;
+}
+
+/** A time as JSON.stringify writes a Date (toDiscountCode's dates). */
+const jsonTime = (t: RawBuilder<unknown>) => sql`to_char(${t} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** toDiscountCode in SQL, for a row `d` of discount_codes: the data of the event a statement writes with a code. */
+export function discountCodeJson(d: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`jsonb_build_object(
+    '_id', ${d}.id, 'code', ${d}.code, 'value', ${d}.value::float8, 'type', ${d}.type, 'currency', ${d}.currency, 'variantId', ${d}.variant_id,
+    'reward', ${d}.reward_id, 'pointsAmount', ${d}.points_amount, 'customer', ${d}.customer_id, 'activity', ${d}.activity_id,
+    'expiresAt', ${jsonTime(sql`${d}.expires_at`)}, 'createdAt', ${jsonTime(sql`${d}.created_at`)}, 'status', ${d}.status,
+    'usedAt', ${jsonTime(sql`${d}.used_at`)}, 'orderId', ${d}.order_id, 'usedByOtherCustomer', ${d}.other_customer,
+    'cancelledAt', ${jsonTime(sql`${d}.cancelled_at`)}, 'pointsReturned', ${d}.returned_activity_id is not null)`;
+}
 
 /** A code of a shop, by its text, that an order of the shop carried. */
 export type CodeUse = { shopId: string; code: string; at: Date; orderId: string; customerId: string };
@@ -29,7 +62,7 @@ export async function lockCodesForOrders(
   if (named.length === 0 && usedBy.length === 0) return [];
   const { rows } = await sql<DiscountCodeRow>`
     select * from discount_codes d
-    where (d.status = 'issued' and (d.shop_id, d.code) in (select * from unnest(${named.map((n) => n.shopId)}::text[], ${named.map((n) => n.code)}::text[])))
+    where d.id in (${lockIssuedCodes(sql`unnest(${named.map((n) => n.shopId)}::text[], ${named.map((n) => n.code)}::text[]) as n(shop_id, code)`)})
       or (d.status = 'used' and d.returned_activity_id is null
         and (d.shop_id, d.order_id) in (select * from unnest(${usedBy.map((u) => u.shopId)}::text[], ${usedBy.map((u) => u.orderId)}::text[])))
     order by d.id
@@ -47,12 +80,9 @@ export async function useCodes(trx: Trx, uses: readonly CodeUse[]): Promise<Disc
   for (const u of uses) if (!firstUses.has(`${u.shopId} ${u.code}`)) firstUses.set(`${u.shopId} ${u.code}`, u);
   const once = [...firstUses.values()];
   if (once.length === 0) return [];
-  const { rows } = await sql<DiscountCodeRow>`
-    update discount_codes d
-    set status = 'used', used_at = u.at, order_id = u.order_id, other_customer = d.customer_id <> u.customer_id
-    from unnest(${once.map((u) => u.shopId)}::text[], ${once.map((u) => u.code)}::text[], ${once.map((u) => u.at.toISOString())}::timestamptz[],
-      ${once.map((u) => u.orderId)}::text[], ${once.map((u) => u.customerId)}::text[]) as u(shop_id, code, at, order_id, customer_id)
-    where d.shop_id = u.shop_id and d.code = u.code and d.status = 'issued'
+  const { rows } = await sql<DiscountCodeRow>`${markCodesUsed(sql`unnest(${once.map((u) => u.shopId)}::text[], ${once.map((u) => u.code)}::text[],
+      ${once.map((u) => u.at.toISOString())}::timestamptz[], ${once.map((u) => u.orderId)}::text[], ${once.map((u) => u.customerId)}::text[])
+      as u(shop_id, code, at, order_id, customer_id)`)}
     returning d.*`.execute(trx);
   const byCode = new Map(rows.map((r) => [`${r.shop_id} ${r.code}`, r]));
   const used = once.flatMap((u) => byCode.get(`${u.shopId} ${u.code}`) ?? []);

@@ -1,12 +1,12 @@
 import { sql } from 'kysely';
-import { type DB, PREPARED } from '../../db/database.js';
-import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
-import { lockCodesForOrders, useCodes } from '../codes/index.js';
+import { PREPARED } from '../../db/database.js';
+import type { Queryable } from '../../db/transaction.js';
+import { discountCodeJson, lockIssuedCodes, markCodesUsed } from '../codes/index.js';
 import { parseIdentifier } from '../customers/index.js';
 import { announceOutboxWrite, newEventId, newId } from '../kernel/index.js';
 import { activityJson, type Hold, MAX_BALANCE, pendingEvent } from '../ledger/index.js';
 import { MULTIPLIER_ONE } from './order-earn.js';
-import { attempt, codesOfPlan, customerNamed, holdOf, insertPlannedRows, isPlan, needsLockedPath, orderDescription, type Outcome, type Plan, plannedRow, planPut, readPrograms, type ShopProgram, tierMultiplier } from './order-plans.js';
+import { attempt, customerNamed, holdOf, insertPlannedRows, isPlan, needsLockedPath, orderDescription, type Outcome, type Plan, plannedRow, planPut, readPrograms, type ShopProgram, tierMultiplier } from './order-plans.js';
 import { orderJson, type OrderPut, toOrder } from './orders.js';
 
 /**
@@ -14,8 +14,7 @@ import { orderJson, type OrderPut, toOrder } from './orders.js';
  * batch, outside any transaction, as balance changes are (points.ts): the order, the points it
  * earns (a ledger entry, or pending points) and their events. That is what lets PUT /orders keep
  * up with points/add; the locked path (order-writes.ts) takes a transaction of five statements or more.
- * A batch whose orders carry discount codes adds a statement before (locking the codes) and two
- * after (marking them used, and their events), in one transaction.
+ * The codes the orders used become used in the same statement (the codes locked first).
  *
  * The statement finds and locks the customers itself; the shops' programs (what an order earns by)
  * come from a cache, and are used only while their version is the shop's (a rule or setting changed
@@ -38,22 +37,7 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
   if (plans.length === 0) return outcomes;
 
   const writes = plans.map((plan) => firstStateWrite(plan, programs.get(plan.put.shopId)!));
-  const named = plans.flatMap(({ put }) => (put.discountCodes ?? []).map(({ code }) => ({ shopId: put.shopId, code })));
-  // Codes the orders used change with them, in one transaction: locked before the statement locks
-  // the customers (the lock order of a code's cancellation), marked used after it, for the orders
-  // it wrote. Without codes, the statement alone, committed by itself.
-  const rows = named.length === 0
-    ? await insertFirstStates(db, writes)
-    : await withTransaction(db, async (trx) => {
-      await lockCodesForOrders(trx, named);
-      const written = await insertFirstStates(trx, writes);
-      await useCodes(trx, written.flatMap(({ n, customer_id }) => {
-        if (n === null) return [];
-        const { plan } = writes[n]!;
-        return codesOfPlan(plan, true, programs.get(plan.put.shopId)!).uses.map((use) => ({ ...use, customerId: customer_id! }));
-      }));
-      return written;
-    });
+  const rows = await insertFirstStates(db, writes);
   for (const { n, customer_id, stale_shop } of rows) {
     if (stale_shop !== null) forget(db, stale_shop);
     else outcomes[writes[n!]!.plan.index] = { order: { ...writes[n!]!.order, customer: customer_id! }, created: true, changed: true };
@@ -64,23 +48,28 @@ export async function writeFirstStates(db: Queryable, puts: OrderPut[]): Promise
 type FirstStateWrite = ReturnType<typeof firstStateWrite>;
 
 /**
- * The statement: the orders, their points and events. A row per order written (`n`, its index in
- * `writes`, and its customer), and one per shop whose program was stale.
+ * The statement: the orders, their points, the codes they used and the events. A row per order
+ * written (`n`, its index in `writes`, and its customer), and one per shop whose program was stale.
  */
 async function insertFirstStates(db: Queryable, writes: FirstStateWrite[]) {
   // An insert into a table with statement triggers runs them even when it inserts no row: the
   // statement leaves out the inserts none of its writes needs (one prepared text per combination).
   const anyCredit = writes.some((w) => w.input.credit > 0);
   const anyHold = writes.some((w) => w.input.hold > 0);
-  // Customers are locked first (in id order), then the orders inserted in key order: no order row
-  // is locked before, and an insert waits only for another insert of the same new order.
+  const anyCodes = writes.some((w) => w.input.code_event_ids.length > 0);
+  // The issued codes the orders name are locked first (in id order: a code's cancellation or expiry
+  // locks the code, then its customer to give points back), then the customers (in id order), then
+  // the orders inserted in key order: no order row is locked before, and an insert waits only for
+  // another insert of the same new order. The codes of the orders written become used by them.
   const { rows } = await sql<{ n: number | null; customer_id: string | null; stale_shop: string | null }>`${sql.raw(PREPARED)}
     with input as (
       select * from jsonb_to_recordset(${JSON.stringify(writes.map((w, n) => ({ ...w.input, n })))}::jsonb)
         as i(n int, shop_id text, email text, shopify_id text, program_version int, row jsonb, credit int, hold int, available_at timestamptz,
           description text, activity_id text, earned_event_id text, pending_id text, created_at timestamptz, pending_event jsonb,
-          order_event_id text, money jsonb)
-    ), named as (
+          order_event_id text, money jsonb, code_event_ids jsonb)
+    ), ${anyCodes ? sql`code_locks as (
+      ${lockIssuedCodes(sql`(select distinct i.shop_id, c->>'code' as code from input i cross join lateral jsonb_array_elements(i.row->'discount_codes') c) n`)}
+    ), ` : sql``}named as (
       select i.n, c.id from input i cross join lateral (${customerNamed(sql`i`)}) c
     ), target as (
       -- Each customer locked by its own index probe, in id order. The plan is generic and counts on
@@ -88,6 +77,8 @@ async function insertFirstStates(db: Queryable, writes: FirstStateWrite[]) {
       -- table (a thousand), two thirds of the statement's time.
       select l.id, l.points from (select distinct id from named order by id) nm
         cross join lateral (select c.id, c.points from customers c where c.id = nm.id for no key update) l
+      ${anyCodes ? sql`-- A one-time filter: the codes are locked before the first customer.
+      where (select count(*) from code_locks) >= 0` : sql``}
     ), programs as (
       select s.id, s.program_version from shops s where s.id = any(array(select distinct shop_id from input))
     ), credits as (
@@ -120,6 +111,11 @@ async function insertFirstStates(db: Queryable, writes: FirstStateWrite[]) {
     ), ` : sql``}${anyHold ? sql`held as (
       insert into pending_points (id, shop_id, customer_id, order_id, points, available_at)
       select pending_id, shop_id, customer_id, id, hold, available_at from done where hold > 0
+    ), ` : sql``}${anyCodes ? sql`used as (
+      ${markCodesUsed(sql`(select d.n, d.shop_id, c.value->>'code' as code, d.created_at as at, d.row->>'order_id' as order_id, d.customer_id,
+          d.code_event_ids->>(c.k::int - 1) as event_id
+        from done d cross join lateral jsonb_array_elements(d.row->'discount_codes') with ordinality as c(value, k)) u`)}
+      returning d.*, u.n, u.event_id
     ), ` : sql``}events as (
       -- Each event names the customer; points/earned is its ledger entry as written, orders/created
       -- the order as the API shows it (activityJson and orderJson: toActivity and toOrder in SQL).
@@ -131,6 +127,9 @@ async function insertFirstStates(db: Queryable, writes: FirstStateWrite[]) {
         ` : sql``}${anyHold ? sql`select d.n, 2 as k, d.pending_event->>'id' as id, d.shop_id, 'points/pending' as type, d.pending_event->'data' || jsonb_build_object('customer', d.customer_id) as data
         from done d where d.pending_event is not null
         union all
+        ` : sql``}${anyCodes ? sql`select u.n, 4 as k, u.event_id as id, u.shop_id, 'redemptions/used' as type, ${discountCodeJson(sql`u`)} as data
+        from used u
+        union all
         ` : sql``}select d.n, 3 as k, d.order_event_id as id, d.shop_id, 'orders/created' as type, ${orderJson(sql`d.row`, sql`d.money`, sql`d.customer_id`)} as data
         from done d
       ) e
@@ -141,11 +140,6 @@ async function insertFirstStates(db: Queryable, writes: FirstStateWrite[]) {
     select null, null, s.id from programs s join (select distinct shop_id, program_version from input) i on s.id = i.shop_id and s.program_version <> i.program_version`.execute(db);
   if (rows.some((r) => r.n !== null)) announceOutboxWrite(db);
   return rows;
-}
-
-/** `fn` in the caller's transaction (the Shopify connector's), or in one of its own. */
-function withTransaction<T>(db: Queryable, fn: (trx: Trx) => Promise<T>): Promise<T> {
-  return db.isTransaction ? fn(db as Trx) : inTransaction(db as DB, fn);
 }
 
 /** What the statement writes for one first state: its row, the points it earns, and their events, in order; the customer is filled in by it. */
@@ -178,6 +172,8 @@ function firstStateWrite(plan: Plan, program: ShopProgram) {
       pending_event: hold ? { id: newEventId(), data: pendingEvent(hold, pendingId!).data } : null,
       order_event_id: newEventId(),
       money: [order.subtotal, order.shipping, order.tax, order.total, order.refunded],
+      // One per code the order names: the event of each it uses.
+      code_event_ids: (put.discountCodes ?? []).map(() => newEventId()),
     },
   };
 }
