@@ -11,24 +11,16 @@ import { toDiscountCode } from './discount-codes.js';
  * customer is used all the same and flagged; each change has its redemptions/used event.
  */
 
-/** The issued codes the rows of `named` (shop_id, code) name, locked in id order: a query for a statement of its own or a CTE. */
-export function lockIssuedCodes(named: RawBuilder<unknown>): RawBuilder<unknown> {
-  return sql`select d.id from discount_codes d
-    where d.status = 'issued' and (d.shop_id, d.code) in (select shop_id, code from ${named})
-    order by d.id
-    for update`;
-}
-
 /**
- * Marks used, by their orders, the issued codes the rows of `uses` name (u: shop_id, code, at,
- * order_id, customer_id, the shop's order id and our customer id): endCode's `used`, for many codes.
- * The caller adds its RETURNING.
+ * Marks used, by their orders, the issued codes of the rows of `uses` (u: id, at, order_id,
+ * customer_id: the code's id, the shop's order id and our customer id): endCode's `used`, for many
+ * codes. The caller adds its RETURNING.
  */
 export function markCodesUsed(uses: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`update discount_codes d
     set status = 'used', used_at = u.at, order_id = u.order_id, other_customer = d.customer_id <> u.customer_id
     from ${uses}
-    where d.shop_id = u.shop_id and d.code = u.code and d.status = 'issued'`;
+    where d.id = u.id and d.status = 'issued'`;
 }
 
 /** A time as JSON.stringify writes a Date (toDiscountCode's dates). */
@@ -62,7 +54,7 @@ export async function lockCodesForOrders(
   if (named.length === 0 && usedBy.length === 0) return [];
   const { rows } = await sql<DiscountCodeRow>`
     select * from discount_codes d
-    where d.id in (${lockIssuedCodes(sql`unnest(${named.map((n) => n.shopId)}::text[], ${named.map((n) => n.code)}::text[]) as n(shop_id, code)`)})
+    where (d.status = 'issued' and (d.shop_id, d.code) in (select * from unnest(${named.map((n) => n.shopId)}::text[], ${named.map((n) => n.code)}::text[])))
       or (d.status = 'used' and d.returned_activity_id is null
         and (d.shop_id, d.order_id) in (select * from unnest(${usedBy.map((u) => u.shopId)}::text[], ${usedBy.map((u) => u.orderId)}::text[])))
     order by d.id
@@ -80,9 +72,11 @@ export async function useCodes(trx: Trx, uses: readonly CodeUse[]): Promise<Disc
   for (const u of uses) if (!firstUses.has(`${u.shopId} ${u.code}`)) firstUses.set(`${u.shopId} ${u.code}`, u);
   const once = [...firstUses.values()];
   if (once.length === 0) return [];
-  const { rows } = await sql<DiscountCodeRow>`${markCodesUsed(sql`unnest(${once.map((u) => u.shopId)}::text[], ${once.map((u) => u.code)}::text[],
-      ${once.map((u) => u.at.toISOString())}::timestamptz[], ${once.map((u) => u.orderId)}::text[], ${once.map((u) => u.customerId)}::text[])
-      as u(shop_id, code, at, order_id, customer_id)`)}
+  const { rows } = await sql<DiscountCodeRow>`${markCodesUsed(sql`(
+      select c.id, i.at, i.order_id, i.customer_id
+      from unnest(${once.map((u) => u.shopId)}::text[], ${once.map((u) => u.code)}::text[], ${once.map((u) => u.at.toISOString())}::timestamptz[],
+        ${once.map((u) => u.orderId)}::text[], ${once.map((u) => u.customerId)}::text[]) as i(shop_id, code, at, order_id, customer_id)
+      join discount_codes c on c.shop_id = i.shop_id and c.code = i.code) u`)}
     returning d.*`.execute(trx);
   const byCode = new Map(rows.map((r) => [`${r.shop_id} ${r.code}`, r]));
   const used = once.flatMap((u) => byCode.get(`${u.shopId} ${u.code}`) ?? []);

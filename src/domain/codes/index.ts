@@ -2,5 +2,5 @@
 // expired or cancelled, once), and the points it cost given back where the shop says so.
 
 export { CODE_STATUSES, type CodeEnd, codeNotIssued, endCode, lockCode, returnCodePoints } from './code-states.js';
-export { type CodeUse, discountCodeJson, lockCodesForOrders, lockIssuedCodes, markCodesUsed, useCodes } from './code-uses.js';
+export { type CodeUse, discountCodeJson, lockCodesForOrders, markCodesUsed, useCodes } from './code-uses.js';
 export { type DiscountCode, issueDiscountCode, listDiscountCodesOfCustomers, REDEMPTION_TYPES, type RedemptionType, toDiscountCode } from './discount-codes.js';

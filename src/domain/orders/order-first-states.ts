@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { PREPARED } from '../../db/database.js';
 import type { Queryable } from '../../db/transaction.js';
-import { discountCodeJson, lockIssuedCodes, markCodesUsed } from '../codes/index.js';
+import { discountCodeJson, markCodesUsed } from '../codes/index.js';
 import { parseIdentifier } from '../customers/index.js';
 import { announceOutboxWrite, newEventId, newId } from '../kernel/index.js';
 import { activityJson, type Hold, MAX_BALANCE, pendingEvent } from '../ledger/index.js';
@@ -67,8 +67,14 @@ async function insertFirstStates(db: Queryable, writes: FirstStateWrite[]) {
         as i(n int, shop_id text, email text, shopify_id text, program_version int, row jsonb, credit int, hold int, available_at timestamptz,
           description text, activity_id text, earned_event_id text, pending_id text, created_at timestamptz, pending_event jsonb,
           order_event_id text, money jsonb, code_event_ids jsonb)
-    ), ${anyCodes ? sql`code_locks as (
-      ${lockIssuedCodes(sql`(select distinct i.shop_id, c->>'code' as code from input i cross join lateral jsonb_array_elements(i.row->'discount_codes') c) n`)}
+    ), ${anyCodes ? sql`codes as (
+      -- Each code the orders name, found by its own index probe (as the customers below), and locked
+      -- in id order. Its id, kept, spares the update a join the generic plan would make a pass over every code.
+      select i.n, c.k, l.id from input i cross join lateral jsonb_array_elements(i.row->'discount_codes') with ordinality as c(value, k)
+        cross join lateral (select d.id from discount_codes d where d.shop_id = i.shop_id and d.code = c.value->>'code' and d.status = 'issued') l
+    ), code_locks as (
+      select l.id from (select distinct id from codes order by id) x
+        cross join lateral (select d.id from discount_codes d where d.id = x.id and d.status = 'issued' for update) l
     ), ` : sql``}named as (
       select i.n, c.id from input i cross join lateral (${customerNamed(sql`i`)}) c
     ), target as (
@@ -112,9 +118,9 @@ async function insertFirstStates(db: Queryable, writes: FirstStateWrite[]) {
       insert into pending_points (id, shop_id, customer_id, order_id, points, available_at)
       select pending_id, shop_id, customer_id, id, hold, available_at from done where hold > 0
     ), ` : sql``}${anyCodes ? sql`used as (
-      ${markCodesUsed(sql`(select d.n, d.shop_id, c.value->>'code' as code, d.created_at as at, d.row->>'order_id' as order_id, d.customer_id,
-          d.code_event_ids->>(c.k::int - 1) as event_id
-        from done d cross join lateral jsonb_array_elements(d.row->'discount_codes') with ordinality as c(value, k)) u`)}
+      ${markCodesUsed(sql`(select distinct on (c.id) c.id, f.n, f.created_at as at, f.row->>'order_id' as order_id, f.customer_id,
+          f.code_event_ids->>(c.k::int - 1) as event_id
+        from done f join codes c using (n) order by c.id, f.n) u`)}
       returning d.*, u.n, u.event_id
     ), ` : sql``}events as (
       -- Each event names the customer; points/earned is its ledger entry as written, orders/created
