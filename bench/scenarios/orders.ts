@@ -88,6 +88,9 @@ class CodePool {
         cross join lateral (select * from discount_codes d where d.customer_id = c.id order by d.seq limit 1) d`,
         [this.shopId, fresh.map((f) => f.code), fresh.map((f) => f.customer)],
       );
+      // As autovacuum would after so many rows, but now: on statistics from before a bulk insert the
+      // orders' statement plans a code's lookup as a pass over the table (600 ms a batch at 40,000 codes).
+      await client.query('analyze discount_codes');
     } finally {
       await client.end();
     }
