@@ -1,5 +1,6 @@
 // Orders: REST PUT /orders/{id} (a new paid order, one place_order rule) against POST /points/add in
-// the same run, taking turns; the Shopify connector's acceptance (a signed orders/paid webhook stored
+// the same run, taking turns with the same PUT carrying a code the customer redeemed (it becomes
+// used); the Shopify connector's acceptance (a signed orders/paid webhook stored
 // and answered) at the same connections; then `npm run cli -- orders import` of 100,000 orders; then
 // a ledger check.
 import { spawn } from 'node:child_process';
@@ -10,8 +11,10 @@ import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { openDatabase } from '../../src/db/database.js';
+import { changePoints } from '../../src/domain/ledger/points.js';
 import { createEarningRule } from '../../src/domain/program/earning-rules.js';
 import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createPointsRedemption, redeemPoints } from '../../src/domain/rewards/redemptions.js';
 import { createShop } from '../../src/domain/shops/shops.js';
 import { amountFor, combine, inTurns, runHttpLoad, warmUp } from '../lib/load.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
@@ -19,7 +22,9 @@ import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { REPO_ROOT, startServer } from '../lib/server.js';
 import { fmt, printReport, rateRatioRow } from '../lib/table.js';
 
-const TARGETS = { ordersVsPoints: 0.7, importSeconds: 90, connectorP99Ms: 50 };
+const TARGETS = { ordersVsPoints: 0.7, withCodeVsWithout: 0.9, importSeconds: 90, connectorP99Ms: 50 };
+/** Codes issued before the warm-up of PUTs with a code, per second of it: more than it can use. */
+const CODES_PER_WARMUP_SECOND = 6_000;
 const CONNECTOR_SECONDS = 10;
 const SHOPIFY_DOMAIN = 'bench-orders.myshopify.com';
 const SHOPIFY_SECRET = 'bench-shopify-webhook-secret';
@@ -30,22 +35,73 @@ const FIRST_CUSTOMER = 300_001;
 let orderSeq = 0;
 const nextOrderId = () => `B-${process.pid}-${++orderSeq}`;
 
-function orderBody(customerIdentifier: string) {
-  return { customerIdentifier, currency: 'USD', subtotal: '42.50', shipping: '4.99', tax: '3.40', total: '50.89', status: 'paid', lineItems: [{ productId: 'tee', quantity: 2, price: '15.00' }, { productId: 'mug', quantity: 1, price: '12.50' }] };
+function orderBody(customerIdentifier: string, discountCodes?: Array<{ code: string; amount: string }>) {
+  return {
+    customerIdentifier, currency: 'USD', subtotal: '42.50', shipping: '4.99', tax: '3.40', total: '50.89', status: 'paid',
+    lineItems: [{ productId: 'tee', quantity: 2, price: '15.00' }, { productId: 'mug', quantity: 1, price: '12.50' }],
+    ...(discountCodes ? { discountCodes } : {}),
+  };
 }
 
+/** Each customer redeems once (100 points given, then spent on a code): the codes the run uses are copies of theirs. */
 async function seed(url: string, customers: number) {
   const { db, close } = await openDatabase({ url, poolSize: 8 });
   try {
     const { shop, apiKey } = await createShop(db, 'Bench orders shop');
     await createEarningRule(db, shop.id, { type: 'place_order', name: '1 point per $1', earnPoint: 1, spent: '1.00' });
+    const { pointsRedemption } = await createPointsRedemption(db, shop.id, { name: '$5 off', type: 'amount', discountPrefix: 'BENCH-', rewardValue: 100, discountValue: 5 });
     const ids = Array.from({ length: customers }, (_, i) => String(FIRST_CUSTOMER + i));
     for (let i = 0; i < ids.length; i += 8) {
-      await Promise.all(ids.slice(i, i + 8).map((id) => upsertCustomer(db, shop.id, { shopifyCustomerId: id, email: `o${id}@bench.example` })));
+      await Promise.all(ids.slice(i, i + 8).map(async (id) => {
+        await upsertCustomer(db, shop.id, { shopifyCustomerId: id, email: `o${id}@bench.example` });
+        await changePoints(db, shop.id, 'add', { customerIdentifier: id, amount: 100 });
+        await redeemPoints(db, shop.id, { customerIdentifier: id, pointsAmount: 100, rewardId: pointsRedemption._id });
+      }));
     }
     return { shopId: shop.id, apiKey };
   } finally {
     await close();
+  }
+}
+
+/**
+ * Issued codes for the PUTs with a code, one per PUT, each of a customer at random: rows inserted
+ * as copies of that customer's redeemed code (its reward, value and ledger entry), as many as asked.
+ */
+class CodePool {
+  private codes: Array<{ code: string; customer: string }> = [];
+  private issued = 0;
+  constructor(private readonly url: string, private readonly shopId: string, private readonly customers: number) {}
+
+  /** Makes sure `count` codes are left. */
+  async topUp(count: number): Promise<void> {
+    const missing = count - this.codes.length;
+    if (missing <= 0) return;
+    const fresh = Array.from({ length: missing }, () => ({ code: `BENCH-${process.pid}-${++this.issued}`, customer: String(FIRST_CUSTOMER + Math.floor(Math.random() * this.customers)) }));
+    const client = await connect(this.url);
+    try {
+      await client.query(
+        `insert into discount_codes (id, shop_id, customer_id, reward_id, activity_id, code, type, value, currency, variant_id, points_amount)
+        select i.code, d.shop_id, d.customer_id, d.reward_id, d.activity_id, i.code, d.type, d.value, d.currency, d.variant_id, d.points_amount
+        from unnest($2::text[], $3::text[]) as i(code, customer)
+        join customers c on c.shop_id = $1 and c.shopify_customer_id = i.customer
+        cross join lateral (select * from discount_codes d where d.customer_id = c.id order by d.seq limit 1) d`,
+        [this.shopId, fresh.map((f) => f.code), fresh.map((f) => f.customer)],
+      );
+      // As autovacuum would after so many rows, but now: on statistics from before a bulk insert the
+      // orders' statement plans a code's lookup as a pass over the table (600 ms a batch at 40,000 codes).
+      await client.query('analyze discount_codes');
+    } finally {
+      await client.end();
+    }
+    this.codes.push(...fresh);
+  }
+
+  /** The next unused code and its customer. */
+  take(): { code: string; customer: string } {
+    const next = this.codes.shift();
+    if (!next) throw new Error('the bench ran out of codes: top the pool up more before a turn');
+    return next;
   }
 }
 
@@ -121,8 +177,8 @@ async function runImport(url: string, shopId: string, customers: number): Promis
   }
 }
 
-/** Balances equal their ledgers; every order earned its 42 points once. */
-async function checkLedger(url: string, shopId: string, ordersOk: number): Promise<Array<{ name: string; ok: boolean; detail: string }>> {
+/** Balances equal their ledgers; every order earned its 42 points once; every code sent was used once, by its order. */
+async function checkLedger(url: string, shopId: string, ordersOk: number, withCodeOk: number): Promise<Array<{ name: string; ok: boolean; detail: string }>> {
   const client = await connect(url);
   try {
     const one = async (text: string) => Number(Object.values((await client.query(text, [shopId])).rows[0])[0]);
@@ -131,9 +187,13 @@ async function checkLedger(url: string, shopId: string, ordersOk: number): Promi
       where c.shop_id = $1 and c.points <> coalesce(last.new_points, 0)`);
     const orders = await one(`select count(*) from orders where shop_id = $1 and points_earned = 42`);
     const earns = await one(`select count(*) from activities where shop_id = $1 and type = 'earn_points' and new_points - old_points = 42`);
+    const used = await one(`select count(*) from discount_codes d join orders o on o.shop_id = d.shop_id and o.order_id = d.order_id
+      where d.shop_id = $1 and d.status = 'used' and not d.other_customer and o.discount_codes->0->>'code' = d.code`);
+    const usedEvents = await one(`select count(*) from outbox_events where shop_id = $1 and type = 'redemptions/used'`);
     return [
       { name: 'balance = last activity newPoints', ok: wrong === 0, detail: `${wrong} customers differ` },
       { name: 'orders = 2xx PUTs + imported, each earned 42 once', ok: orders === ordersOk && earns === orders, detail: `${orders} orders, ${ordersOk} expected, ${earns} earn entries` },
+      { name: 'codes used = 2xx PUTs with a code, each by its order, one event each', ok: used === withCodeOk && usedEvents === used, detail: `${used} used, ${withCodeOk} expected, ${usedEvents} events` },
     ];
   } finally {
     await client.end();
@@ -159,14 +219,33 @@ async function run(options: BenchOptions): Promise<boolean> {
         path: () => `/rest-api/v1/orders/${nextOrderId()}`,
         body: () => JSON.stringify(orderBody(customer())),
       },
+      withCode: {
+        url: `${server.url}/rest-api/v1/orders/warm`,
+        method: 'PUT' as const,
+        connections: options.connections,
+        headers,
+        path: () => `/rest-api/v1/orders/${nextOrderId()}`,
+        body: () => {
+          const { code, customer: owner } = codes.take();
+          return JSON.stringify(orderBody(owner, [{ code, amount: '5.00' }]));
+        },
+      },
     };
-    const warm = { points: await warmUp(loads.points, options.warmupSec), orders: await warmUp(loads.orders, options.warmupSec) };
-    const rates = { points: warm.points.rate, orders: warm.orders.rate };
+    const codes = new CodePool(schema.url, shopId, options.customers);
+    await codes.topUp(options.connections * 4 + CODES_PER_WARMUP_SECOND * options.warmupSec);
+    const warm = { points: await warmUp(loads.points, options.warmupSec), orders: await warmUp(loads.orders, options.warmupSec), withCode: await warmUp(loads.withCode, options.warmupSec) };
+    const rates = { points: warm.points.rate, orders: warm.orders.rate, withCode: warm.withCode.rate };
     const roundSec = Math.max(1, Math.round(options.durationSec / ROUNDS));
-    const turns = await inTurns(loads, rates, { rounds: ROUNDS, roundSec });
-    let ordersOk = warm.orders.successes + turns.orders.reduce((n, m) => n + m.ok, 0);
+    // Issued between turns, twice what the turn should take: the insert is not measured.
+    const beforeTurn = async (face: keyof typeof loads) => {
+      if (face === 'withCode') await codes.topUp(2 * amountFor(loads.withCode, rates.withCode, roundSec));
+    };
+    const turns = await inTurns(loads, rates, { rounds: ROUNDS, roundSec, beforeTurn });
+    const withCodeOk = warm.withCode.successes + turns.withCode.reduce((n, m) => n + m.ok, 0);
+    let ordersOk = warm.orders.successes + turns.orders.reduce((n, m) => n + m.ok, 0) + withCodeOk;
     const points = combine(turns.points);
     const orders = combine(turns.orders);
+    const withCode = combine(turns.withCode);
 
     // The connector: what Shopify waits for is the webhook stored; applying it follows on the server.
     const connected = await fetch(`${server.url}/graphql`, {
@@ -191,7 +270,7 @@ async function run(options: BenchOptions): Promise<boolean> {
     server = undefined;
 
     const imported = await runImport(schema.url, shopId, options.customers);
-    const checks = await checkLedger(schema.url, shopId, ordersOk + IMPORT_ORDERS);
+    const checks = await checkLedger(schema.url, shopId, ordersOk + IMPORT_ORDERS, withCodeOk);
     checks.push({ name: 'import exited 0', ok: imported.exitCode === 0, detail: imported.report });
     checks.push({
       name: 'every stored webhook applied, none rejected',
@@ -203,10 +282,12 @@ async function run(options: BenchOptions): Promise<boolean> {
       requests: [
         ['REST POST /points/add', fmt.rate(points.rate), fmt.ms(points.p50), fmt.ms(points.p99), points.ok, points.failed],
         ['REST PUT /orders/{id} (new paid order, 1 rule)', fmt.rate(orders.rate), fmt.ms(orders.p50), fmt.ms(orders.p99), orders.ok, orders.failed],
+        ['REST PUT /orders/{id} (the same, with a used code)', fmt.rate(withCode.rate), fmt.ms(withCode.p50), fmt.ms(withCode.p99), withCode.ok, withCode.failed],
         ['POST /integrations/shopify/webhooks (stored)', fmt.rate(connector.rate), fmt.ms(connector.p50), fmt.ms(connector.p99), connector.ok, connector.failed],
       ],
       targets: [
         rateRatioRow('PUT /orders / points/add rate', turns.orders, turns.points, TARGETS.ordersVsPoints),
+        rateRatioRow('PUT /orders with a code / without', turns.withCode, turns.orders, TARGETS.withCodeVsWithout),
         [`connector acceptance p99, ${options.connections} connections`, fmt.ms(connector.p99), '', `< ${TARGETS.connectorP99Ms} ms`, connector.p99 < TARGETS.connectorP99Ms ? 'met' : 'MISSED'],
         [`orders import of ${IMPORT_ORDERS} orders`, `${imported.seconds.toFixed(1)} s`, '', `< ${TARGETS.importSeconds} s`, imported.seconds < TARGETS.importSeconds ? 'met' : 'MISSED'],
       ],
@@ -220,6 +301,6 @@ async function run(options: BenchOptions): Promise<boolean> {
 
 export const orders: Scenario = {
   name: 'orders',
-  summary: 'PUT /orders (a paid order, one rule) against POST /points/add in turns; the Shopify connector\'s acceptance; the orders import of 100,000 orders',
+  summary: 'PUT /orders (a paid order, one rule), without and with a used code, against POST /points/add in turns; the Shopify connector\'s acceptance; the orders import of 100,000 orders',
   run,
 };

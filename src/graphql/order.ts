@@ -1,5 +1,6 @@
 import { listPendingEarns, type PendingEarn as PendingEarnShape } from '../domain/ledger/index.js';
-import { getOrder, listOrdersOfCustomers, type Order as OrderShape, ORDER_STATUSES, type OrderLine as OrderLineShape, upsertOrder } from '../domain/orders/index.js';
+import {
+  getOrder, listOrdersOfCustomers, MAX_ORDER_DISCOUNT_CODES, type Order as OrderShape, type OrderDiscountCode as OrderDiscountCodeShape, ORDER_STATUSES, type OrderLine as OrderLineShape, upsertOrder } from '../domain/orders/index.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { Customer } from './customer.js';
@@ -21,6 +22,15 @@ const OrderLine = builder.objectRef<OrderLineShape>('OrderLine').implement({
   }),
 });
 
+const OrderDiscountCode = builder.objectRef<OrderDiscountCodeShape>('OrderDiscountCode').implement({
+  subGraphs: STOREFRONT,
+  description: 'A discount code an order used, as the shop sent it.',
+  fields: (t) => ({
+    code: t.exposeString('code'),
+    amount: t.exposeString('amount', { description: 'What it took off the order, a decimal string in the order\'s currency.' }),
+  }),
+});
+
 export const Order = builder.objectRef<OrderShape>('Order').implement({
   subGraphs: STOREFRONT,
   description: 'An order as the shop last sent it, and the points it earned. Money is a decimal string, never a float.',
@@ -37,6 +47,11 @@ export const Order = builder.objectRef<OrderShape>('Order').implement({
     status: t.field({ type: OrderStatus, resolve: (o) => o.status }),
     test: t.exposeBoolean('test', { description: 'A test order: it earns nothing unless the shop\'s earnOnTestOrders is on (earnNote says so).' }),
     lineItems: t.field({ type: [OrderLine], resolve: (o) => o.lineItems }),
+    discountCodes: t.field({
+      type: [OrderDiscountCode],
+      description: 'The codes the order used, as given (unknown ones too); each issued code of the shop among them is used by this order.',
+      resolve: (o) => o.discountCodes,
+    }),
     processedAt: t.expose('processedAt', { type: 'DateTime', nullable: true }),
     pointsEarned: t.exposeInt('pointsEarned', { description: 'Net points its current state earns, pending ones included.' }),
     pointsPending: t.exposeInt('pointsPending', { description: 'Of those, still waiting for the shop\'s pendingDays.' }),
@@ -94,6 +109,13 @@ const OrderLineInput = builder.inputType('OrderLineInput', {
   }),
 });
 
+const OrderDiscountCodeInput = builder.inputType('OrderDiscountCodeInput', {
+  fields: (t) => ({
+    code: t.string(),
+    amount: t.string({ description: 'What it took off the order, a decimal string in the order\'s currency.' }),
+  }),
+});
+
 const OrderInput = builder.inputType('OrderInput', {
   description: 'The order\'s full state, as PUT /rest-api/v1/orders/{orderId} takes it. Money as decimal strings in `currency`.',
   fields: (t) => ({
@@ -107,6 +129,11 @@ const OrderInput = builder.inputType('OrderInput', {
     status: t.field({ type: OrderStatus }),
     test: t.boolean({ required: false, description: 'A test order (Shopify\'s test); default false. It earns nothing unless the shop\'s earnOnTestOrders is on.' }),
     lineItems: t.field({ type: [OrderLineInput] }),
+    discountCodes: t.field({
+      type: [OrderDiscountCodeInput],
+      required: false,
+      description: `The codes the order used (at most ${MAX_ORDER_DISCOUNT_CODES}). Each issued code of the shop among them becomes used by this order when the order is first recorded with it or a later state adds it; left out, the order keeps the ones it has.`,
+    }),
     processedAt: t.field({ type: 'DateTime', required: false }),
     sourceUpdatedAt: t.field({ type: 'DateTime', required: false, description: 'The source\'s last change (Shopify updated_at): an older state than the stored one changes nothing.' }),
   }),

@@ -278,13 +278,15 @@ export const REST_ROUTES: readonly Route[] = [
     method: 'put', path: '/orders/:orderId', operationId: 'orderUpsert', tag: 'Orders', summary: 'Record an order\'s full state',
     description:
       'The order as it stands now (LoyaltyLion\'s model): the same state again changes nothing; a new state (paid, refunded in part, cancelled) applies the difference in points, once. ' +
-      'Money is a decimal string in the order\'s currency. Points follow the shop\'s active `place_order` rules as they stood when the order was first paid; refunds take points back from pending first, then from the balance, which stops at 0 (the shortfall is `unrecoveredPoints`).',
+      'Money is a decimal string in the order\'s currency. Points follow the shop\'s active `place_order` rules as they stood when the order was first paid; refunds take points back from pending first, then from the balance, which stops at 0 (the shortfall is `unrecoveredPoints`). ' +
+      '`discountCodes` are the codes the order used: each issued code of the shop among them becomes `used` by this order when the order is first recorded with it or a later state adds it (whatever the status; one of another customer is used and flagged; a code used, expired or cancelled already stays so; an unknown code is kept on the order). ' +
+      'A refund or cancellation never brings a code back; with the shop\'s `returnCodePointsOnRefund`, the order becoming fully refunded or cancelled gives back, once, the points its codes cost. Left out, the order keeps the codes it has.',
     params: z.object({ orderId: orderIdSchema.meta({ description: 'The shop\'s own order id' }) }),
     body: {
       schema: orderInputSchema,
       example: {
-        customerIdentifier: 'ada@example.com', currency: 'USD', subtotal: '40.00', shipping: '5.00', tax: '3.20', total: '48.20', refunded: '0', status: 'paid',
-        lineItems: [{ productId: 'shirt', quantity: 2, price: '20.00' }],
+        customerIdentifier: 'ada@example.com', currency: 'USD', subtotal: '35.00', shipping: '5.00', tax: '3.20', total: '43.20', refunded: '0', status: 'paid',
+        lineItems: [{ productId: 'shirt', quantity: 2, price: '20.00', discount: '5.00' }], discountCodes: [{ code: 'LOYAL-7KD3M9QX2P', amount: '5.00' }],
       },
     },
     success: { status: 200, description: 'Updated, or unchanged', schema: ok('OrderUpserted', { order: orderSchema }, 'Order updated'), created: true },

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Customer } from '../domain/customers/index.js';
 import { EVENT_TOPICS } from '../domain/kernel/index.js';
 import { type Activity, ACTIVITY_TYPES } from '../domain/ledger/index.js';
-import { type Order, ORDER_STATUSES, type OrderLine } from '../domain/orders/index.js';
+import { type Order, type OrderDiscountCode, ORDER_STATUSES, type OrderLine } from '../domain/orders/index.js';
 import { ACTION_LIMITS, EARNING_RULE_TYPES, type EarningRule, type Tier, TIER_METRICS, TIER_WINDOWS } from '../domain/program/index.js';
 import { CODE_STATUSES, type DiscountCode, REDEMPTION_TYPES } from '../domain/codes/index.js';
 import { APPLY_PRODUCT_OPTIONS, CHECK_REASONS, type DiscountCodeCheck, DISCOUNT_COMBINATIONS, EXCHANGE_TYPES, EXPIRE_DATE_TYPES, MINIMUM_REQUIREMENT_TYPES, type PointsRedemption, PURCHASE_TYPES, type Referee } from '../domain/rewards/index.js';
@@ -214,6 +214,13 @@ export const orderLineSchema = z
   })
   .meta({ id: 'OrderLine' }) satisfies z.ZodType<Json<OrderLine>>;
 
+export const orderDiscountCodeSchema = z
+  .strictObject({
+    code: z.string().meta({ description: 'The code, as the order carried it' }),
+    amount: moneySchema.meta({ description: 'What it took off the order' }),
+  })
+  .meta({ id: 'OrderDiscountCode' }) satisfies z.ZodType<Json<OrderDiscountCode>>;
+
 export const orderSchema = z
   .strictObject({
     _id: idSchema,
@@ -228,6 +235,7 @@ export const orderSchema = z
     status: z.enum(ORDER_STATUSES),
     test: z.boolean().meta({ description: 'A test order: it earns nothing unless the shop\'s earnOnTestOrders is on (earnNote says so)' }),
     lineItems: z.array(orderLineSchema),
+    discountCodes: z.array(orderDiscountCodeSchema).meta({ description: 'The codes the order used, as given (unknown ones too); each issued code of the shop among them is used by the order' }),
     processedAt: timestampSchema.nullable(),
     pointsEarned: z.int().min(0).meta({ description: 'Net points the order\'s current state earns (pending ones included)' }),
     pointsPending: z.int().min(0).meta({ description: 'Of those, still waiting for the shop\'s pendingDays' }),

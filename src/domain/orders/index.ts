@@ -4,5 +4,5 @@
 export { MULTIPLIER_ONE } from './order-earn.js';
 export { upsertOrder } from './order-writes.js';
 export {
-  getOrder, listOrdersOfCustomers, type Order, ORDER_STATUSES, orderIdSchema, orderInputSchema, type OrderLine,
+  getOrder, listOrdersOfCustomers, MAX_ORDER_DISCOUNT_CODES, type Order, type OrderDiscountCode, ORDER_STATUSES, orderIdSchema, orderInputSchema, type OrderLine,
 } from './orders.js';

@@ -1,6 +1,7 @@
 import { type RawBuilder, sql } from 'kysely';
-import type { OrderRow } from '../../db/schema.js';
+import type { OrderDiscountCode, OrderRow, OrderStatus } from '../../db/schema.js';
 import type { Queryable } from '../../db/transaction.js';
+import type { CodeUse } from '../codes/index.js';
 import { parseIdentifier } from '../customers/index.js';
 import { DomainError, RuleViolationError } from '../kernel/index.js';
 import { type Hold, MAX_AMOUNT } from '../ledger/index.js';
@@ -16,7 +17,11 @@ export type UpsertResult = { order: Order; created: boolean; changed: boolean };
 export type Outcome = UpsertResult | DomainError;
 
 /** What a shop's orders earn by: its currency, pendingDays, whether test orders earn, and active place_order rules (in creation order), at a version. */
-export type ShopProgram = { currency: string; pendingDays: number; earnOnTestOrders: boolean; version: number; rules: SnapshotRuleRow[] };
+export type ShopProgram = {
+  currency: string; pendingDays: number; earnOnTestOrders: boolean; version: number; rules: SnapshotRuleRow[];
+  /** A fully refunded or cancelled order gives back the points of the codes it used (read afresh by the locked path, which does it). */
+  returnCodePointsOnRefund: boolean;
+};
 
 export type OrderContext = {
   /** Our id of the customer each PUT names, by the PUT's index (undefined: no such customer). */
@@ -59,6 +64,7 @@ export function attempt<T>(plan: () => T): T | DomainError {
 function programsJson(shopIds: string[]) {
   return sql`(
     select coalesce(json_agg(json_build_object('id', s.id, 'currency', s.currency, 'pendingDays', s.pending_days, 'earnOnTestOrders', s.earn_on_test_orders, 'version', s.program_version,
+      'returnCodePointsOnRefund', s.return_code_points_on_refund,
       'rules', (select coalesce(json_agg(json_build_object('id', r.id, 'name', r.name, 'earn_point', r.earn_point, 'spent_minor', r.spent_minor,
           'include_product_ids', r.include_product_ids, 'exclude_product_ids', r.exclude_product_ids, 'include_collection_ids', r.include_collection_ids,
           'exclude_collection_ids', r.exclude_collection_ids, 'include_shipping', r.include_shipping, 'include_tax', r.include_tax,
@@ -122,7 +128,7 @@ export function planPut(f: Found, row: OrderRow | undefined, shop: ShopProgram):
       throw new RuleViolationError('order_customer_changed', `order ${put.orderId} belongs to another customer; an order cannot move`, ['customerIdentifier']);
     }
     const stale = put.data.sourceUpdatedAt && row.source_updated_at && put.data.sourceUpdatedAt < row.source_updated_at;
-    if (stale || row.state_hash === put.stateHash) return { order: toOrder(row), created: false, changed: false };
+    if (stale || (row.state_hash === put.stateHash && sameCodes(row.discount_codes, put.discountCodes))) return { order: toOrder(row), created: false, changed: false };
     checkTransition(row, put);
   }
   // The rules of the first paid state stay the order's rules: refunds and edits recompute against them.
@@ -154,6 +160,30 @@ export function planPut(f: Found, row: OrderRow | undefined, shop: ShopProgram):
   }
   return { ...f, row, snapshot, earnNote, difference, counters };
 }
+
+/** Codes left out of a PUT are the stored ones; the codes are not in the state's hash, so the hashes of orders stored before codes still match. */
+const sameCodes = (stored: OrderDiscountCode[], given: OrderDiscountCode[] | null) => given === null || JSON.stringify(stored) === JSON.stringify(given);
+
+/** The codes an order ends in a state of: (fully) refunded or cancelled; the shop may give their points back then. */
+export const ENDED_STATUSES: ReadonlySet<OrderStatus> = new Set(['refunded', 'cancelled']);
+
+/**
+ * What a written plan does to codes: the ones it uses (all it names on the order's first state,
+ * those a later PUT adds), and whether the order's codes give their points back now (the order
+ * became refunded or cancelled, and the shop says so).
+ */
+export function codesOfPlan(plan: Plan, created: boolean, shop: ShopProgram): { uses: CodeUse[]; returnsPoints: boolean } {
+  const { put, row, customerId } = plan;
+  const before = created || !row ? [] : row.discount_codes.map((c) => c.code);
+  const uses = (put.discountCodes ?? [])
+    .filter((c) => !before.includes(c.code))
+    .map((c) => ({ shopId: put.shopId, code: c.code, at: put.now, orderId: put.orderId, customerId }));
+  const becameEnded = ENDED_STATUSES.has(put.data.status) && (created || !row || !ENDED_STATUSES.has(row.status));
+  return { uses, returnsPoints: becameEnded && shop.returnCodePointsOnRefund };
+}
+
+/** A first state with codes that ends the order at once: its codes' points may come back, which only the locked path does. */
+export const needsLockedPath = (put: OrderPut) => (put.discountCodes?.length ?? 0) > 0 && ENDED_STATUSES.has(put.data.status);
 
 /** What a plan credits (`difference` > 0) holds back for the shop's pendingDays, for the order of our id `orderId`. */
 export function holdOf(plan: Plan, orderId: string, pendingDays: number): Hold {
@@ -192,12 +222,12 @@ export function plannedRow({ put, customerId, row, snapshot, earnNote, counters 
     unrecovered_points: counters.unrecovered,
     created_at: row?.created_at ?? put.now,
     updated_at: put.now,
-    discount_codes: row?.discount_codes ?? [],
+    discount_codes: put.discountCodes ?? row?.discount_codes ?? [],
   };
 }
 
 /** What a PUT sets of an order (all but its ids, customer, currency and creation). */
-const STATE_COLUMNS = ['subtotal_minor', 'shipping_minor', 'tax_minor', 'total_minor', 'refunded_minor', 'status', 'test', 'line_items', 'processed_at', 'source_updated_at',
+const STATE_COLUMNS = ['subtotal_minor', 'shipping_minor', 'tax_minor', 'total_minor', 'refunded_minor', 'status', 'test', 'line_items', 'discount_codes', 'processed_at', 'source_updated_at',
   'state_hash', 'earn_snapshot', 'earn_note', 'points_earned', 'points_pending', 'points_clawed_back', 'unrecovered_points', 'updated_at'];
 const INSERT_COLUMNS = ['id', 'shop_id', 'customer_id', 'order_id', 'currency', 'created_at', ...STATE_COLUMNS];
 

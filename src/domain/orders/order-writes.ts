@@ -1,13 +1,14 @@
 import { sql } from 'kysely';
 import type { DB } from '../../db/database.js';
 import { GROUP_COMMIT, groupCommit } from '../../db/group-commit.js';
-import type { OrderRow } from '../../db/schema.js';
+import type { DiscountCodeRow, OrderRow } from '../../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
+import { type CodeUse, lockCodesForOrders, returnCodePoints, useCodes } from '../codes/index.js';
 import { customerNotFound } from '../customers/index.js';
 import { DomainError, newId, recordShopEvents, type ShopEvent } from '../kernel/index.js';
 import { type BalanceChange, type Hold, nextBalance, takePendingPoints, writeLockedBalanceChanges, writePendingPoints } from '../ledger/index.js';
 import { writeFirstStates } from './order-first-states.js';
-import { attempt, type Found, holdOf, insertPlannedRows, isPlan, orderDescription, orderKey, type Outcome, type Plan, plannedRow, planPut, readContext, updatePlannedRows, type UpsertResult } from './order-plans.js';
+import { attempt, codesOfPlan, ENDED_STATUSES, type Found, holdOf, insertPlannedRows, isPlan, orderDescription, orderKey, type Outcome, type Plan, plannedRow, planPut, readContext, updatePlannedRows, type UpsertResult } from './order-plans.js';
 import { type OrderPut, parseOrderPut, toOrder } from './orders.js';
 
 export type { UpsertResult } from './order-plans.js';
@@ -70,6 +71,14 @@ export async function writeOrders(trx: Trx, puts: OrderPut[]): Promise<Outcome[]
     return customerId === undefined ? [] : [{ put, index, customerId, multiplierBp: context.multipliers[index]! }];
   });
   const planFor = (f: Found, row: OrderRow | undefined) => planPut(f, row, context.programs.get(f.put.shopId)!);
+
+  // 0. The codes the orders name, and those they used whose points an order refunded or cancelled
+  //    may give back: locked before anything else, as a code's cancellation locks it before its customer.
+  const lockedCodes = await lockCodesForOrders(
+    trx,
+    found.flatMap(({ put }) => (put.discountCodes ?? []).map(({ code }) => ({ shopId: put.shopId, code }))),
+    found.filter(({ put }) => ENDED_STATUSES.has(put.data.status) && context.programs.get(put.shopId)!.returnCodePointsOnRefund).map(({ put }) => put),
+  );
 
   // 1. Most PUTs are an order's first state: planned as such and inserted whole, in one statement.
   //    The rest (the order exists, or its first state was refused) are planned against their stored rows.
@@ -136,17 +145,38 @@ export async function writeOrders(trx: Trx, puts: OrderPut[]): Promise<Outcome[]
   // Their events first, as when each hold recorded its own.
   events.unshift(...(await writePendingPoints(trx, holds, [...takenBack].map(([plan, points]) => ({ customerId: plan.customerId, points })))));
   const updated = await updateOrders(trx, written.filter((p) => !inserted.has(orderKey(p.put))));
+  const codeUses: CodeUse[] = [];
+  const returning: Plan[] = [];
   for (const plan of written) {
     const created = inserted.has(orderKey(plan.put));
     const order = toOrder(created ? plan.row! : updated.get(plan.row!.id)!);
     events.push({ shopId: plan.put.shopId, type: created ? 'orders/created' : 'orders/updated', data: order });
     outcomes[plan.index] = { order, created, changed: true };
+    const codes = codesOfPlan(plan, created, context.programs.get(plan.put.shopId)!);
+    codeUses.push(...codes.uses);
+    if (codes.returnsPoints) returning.push(plan);
   }
   await recordShopEvents(trx, events);
+  await writeCodes(trx, lockedCodes, codeUses, returning);
   // A new order whose first state was refused (at the balance limit) leaves nothing behind.
   const refusedNew = plans.filter((p) => inserted.has(orderKey(p.put)) && outcomes[p.index] instanceof DomainError).map((p) => p.row!.id);
   if (refusedNew.length) await trx.deleteFrom('orders').where('id', 'in', refusedNew).execute();
   return outcomes;
+}
+
+/**
+ * The codes the written orders used become used (after the orders' events, as on the first-state
+ * path); then the orders that became fully refunded or cancelled give back, once, the points of
+ * the codes they used (the code's returned_activity_id says they came back already).
+ */
+async function writeCodes(trx: Trx, locked: DiscountCodeRow[], uses: CodeUse[], returning: Plan[]): Promise<void> {
+  const codes = new Map(locked.map((row) => [row.id, row]));
+  for (const row of await useCodes(trx, uses)) codes.set(row.id, row);
+  for (const { put } of returning) {
+    for (const row of codes.values()) {
+      if (row.shop_id === put.shopId && row.order_id === put.orderId && row.status === 'used') await returnCodePoints(trx, row, `Order ${put.orderId} refunded`);
+    }
+  }
 }
 
 /** First states the locked path writes (their first write was left to it), inserted whole; the rows inserted, by key. */

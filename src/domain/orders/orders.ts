@@ -1,11 +1,13 @@
 import { hash } from 'node:crypto';
 import { type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
-import type { EarningRuleRow, OrderRow, OrderStatus } from '../../db/schema.js';
+import type { EarningRuleRow, OrderDiscountCode, OrderRow, OrderStatus } from '../../db/schema.js';
 import type { Queryable } from '../../db/transaction.js';
 import { customerIdentifierSchema } from '../customers/index.js';
 import { currencySchema, formatMoney, NotFoundError, type Page, type PageArgs, pageBySeq, pagesBySeq, parseInput, parseMoney, RuleViolationError, type SeqList, validationErrorFrom } from '../kernel/index.js';
 import type { EarnRule, EarnSnapshot, LineState, OrderState } from './order-earn.js';
+
+export type { OrderDiscountCode };
 
 export const ORDER_STATUSES = ['pending', 'paid', 'partially_refunded', 'refunded', 'cancelled'] as const satisfies readonly OrderStatus[];
 
@@ -24,6 +26,8 @@ export type Order = {
   /** A test order (Shopify's `test`): earns nothing unless the shop's earnOnTestOrders says so. */
   test: boolean;
   lineItems: OrderLine[];
+  /** The discount codes the order used, as given (unknown ones too); each issued code of the shop among them is used by the order. */
+  discountCodes: OrderDiscountCode[];
   processedAt: Date | null;
   /** Net points the order has earned (pending ones included): what its current state earns. */
   pointsEarned: number;
@@ -56,6 +60,11 @@ const moneyText = z.unknown();
 const idText = z.string().trim().min(1).max(255);
 const dateTime = z.iso.datetime({ offset: true }).transform((s) => new Date(s));
 
+/** At most this many codes on one order (Shopify applies a handful). */
+export const MAX_ORDER_DISCOUNT_CODES = 50;
+
+const discountCodeSchema = z.strictObject({ code: z.string().trim().min(1).max(255), amount: moneyText });
+
 const lineSchema = z.strictObject({
   productId: idText,
   variantId: idText.nullish(),
@@ -78,6 +87,8 @@ export const orderInputSchema = z.strictObject({
   status: z.enum(ORDER_STATUSES),
   test: z.boolean().nullish(),
   lineItems: z.array(lineSchema).max(500),
+  /** The codes the order used; left out (or null), the order keeps the ones it has. */
+  discountCodes: z.array(discountCodeSchema).max(MAX_ORDER_DISCOUNT_CODES).nullish(),
   processedAt: dateTime.nullish(),
   /** The source's own last-change time (Shopify's updated_at): an older state than the stored one changes nothing. */
   sourceUpdatedAt: dateTime.nullish(),
@@ -88,7 +99,12 @@ export const orderIdSchema = z.string().trim().min(1).max(255).regex(/^[\x21-\x7
 const orderIdParams = z.object({ orderId: orderIdSchema });
 
 export type ParsedOrder = z.output<typeof orderInputSchema>;
-export type Amounts = { subtotal: number; shipping: number; tax: number; total: number; refunded: number; lines: Array<{ price: number; discount: number }> };
+export type Amounts = {
+  subtotal: number; shipping: number; tax: number; total: number; refunded: number;
+  lines: Array<{ price: number; discount: number }>;
+  /** Each discount code's amount, in the order's currency; null when the PUT names none. */
+  codes: number[] | null;
+};
 
 /** Every money field in the currency's minor units; all issues at once, each with its path. */
 function amountsOf(data: ParsedOrder): Amounts {
@@ -108,6 +124,7 @@ function amountsOf(data: ParsedOrder): Amounts {
     total: money(data.total, ['total']),
     refunded: money(data.refunded, ['refunded'], 0),
     lines: data.lineItems.map((l, i) => ({ price: money(l.price, ['lineItems', i, 'price']), discount: money(l.discount, ['lineItems', i, 'discount'], 0) })),
+    codes: data.discountCodes?.map((c, i) => money(c.amount, ['discountCodes', i, 'amount'])) ?? null,
   };
   data.lineItems.forEach((l, i) => {
     if ((l.refundedQuantity ?? 0) > l.quantity) issues.push({ path: ['lineItems', i, 'refundedQuantity'], message: 'more than the quantity' });
@@ -141,6 +158,8 @@ export type OrderPut = {
   data: ParsedOrder;
   amounts: Amounts;
   lineItems: OrderLine[];
+  /** The codes as the order keeps them (amounts formatted); null when the PUT leaves the stored ones. */
+  discountCodes: OrderDiscountCode[] | null;
   /** Of the state alone: the same state again, however its customer is named, changes nothing. */
   stateHash: string;
   now: Date;
@@ -153,10 +172,11 @@ export function parseOrderPut(shopId: string, orderIdInput: unknown, input: unkn
   const amounts = amountsOf(data);
   checkConsistent(data, amounts);
   const lineItems = normalizedLines(data, amounts);
+  const discountCodes = data.discountCodes?.map((c, i) => ({ code: c.code, amount: formatMoney(amounts.codes![i]!, data.currency) })) ?? null;
   // A flag at its default hashes as before it existed: a state sent again after the upgrade that added it is still the same state.
   const hashed = [data.currency, amounts.subtotal, amounts.shipping, amounts.tax, amounts.total, amounts.refunded, data.status, lineItems.map(({ giftCard, ...l }) => (giftCard ? { ...l, giftCard } : l)), data.processedAt ?? null];
   const stateHash = hash('sha256', JSON.stringify(data.test ? [...hashed, 'test'] : hashed), 'base64url');
-  return { shopId, orderId, data, amounts, lineItems, stateHash, now };
+  return { shopId, orderId, data, amounts, lineItems, discountCodes, stateHash, now };
 }
 
 /** Refuses a new state that an order's stored one cannot become. */
@@ -251,6 +271,7 @@ export function toOrder(row: OrderRow): Order {
     test: row.test,
     // Lines stored before gift cards were told apart have no flag: none was one.
     lineItems: (row.line_items as OrderLine[]).map((l) => (l.giftCard === undefined ? { ...l, giftCard: false } : l)),
+    discountCodes: row.discount_codes,
     processedAt: row.processed_at,
     pointsEarned: row.points_earned - row.points_clawed_back,
     pointsPending: row.points_pending,
@@ -272,7 +293,8 @@ export function orderJson(row: RawBuilder<unknown>, money: RawBuilder<unknown>, 
   return sql`jsonb_build_object(
     '_id', ${row}->'id', 'orderId', ${row}->'order_id', 'customer', ${customer}, 'currency', ${row}->'currency',
     'subtotal', ${money}->0, 'shipping', ${money}->1, 'tax', ${money}->2, 'total', ${money}->3, 'refunded', ${money}->4,
-    'status', ${row}->'status', 'test', ${row}->'test', 'lineItems', ${row}->'line_items', 'processedAt', ${row}->'processed_at',
+    'status', ${row}->'status', 'test', ${row}->'test', 'lineItems', ${row}->'line_items',
+    'discountCodes', ${row}->'discount_codes', 'processedAt', ${row}->'processed_at',
     'pointsEarned', (${row}->>'points_earned')::int - (${row}->>'points_clawed_back')::int, 'pointsPending', ${row}->'points_pending',
     'pointsClawedBack', ${row}->'points_clawed_back', 'unrecoveredPoints', ${row}->'unrecovered_points', 'earnNote', ${row}->'earn_note',
     'createdAt', ${row}->'created_at', 'updatedAt', ${row}->'updated_at')`;

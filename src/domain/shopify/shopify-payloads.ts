@@ -74,6 +74,8 @@ const orderSchema = z.object({
     }),
   ),
   refunds: z.array(refundSchema).default([]),
+  /** The codes the checkout applied (`type`: fixed_amount, percentage, shipping; `amount` what it took off, in the shop's currency). */
+  discount_codes: z.array(z.object({ code: z.string(), amount, type: z.string().nullish() })).default([]),
 });
 
 export type ShopifyOrder = z.output<typeof orderSchema>;
@@ -178,6 +180,7 @@ export function orderPut(order: ShopifyOrder, refunds: readonly ShopifyRefund[])
       status: statusOf(order, refundedMinor, total),
       test: order.test ?? false,
       lineItems: lines.map((l) => l.put),
+      discountCodes: order.discount_codes.map((c) => ({ code: c.code, amount: formatMoney(minor(c.amount, 'discount_codes.amount'), currency) })),
       processedAt: order.processed_at ? new Date(order.processed_at).toISOString() : null,
       sourceUpdatedAt: new Date(updatedAt).toISOString(),
     },
