@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { cancelDiscountCode, codeExpiry, codeWarnings } from '../src/domain/codes/index.js';
 import { EVENT_TOPICS } from '../src/domain/kernel/events.js';
 import { newId } from '../src/domain/kernel/ids.js';
 import { pendingRelease } from '../src/domain/ledger/pending-release.js';
@@ -312,7 +313,11 @@ describe('every topic is delivered, data being the resource after the change', (
     await createEarningRule(handle.db, shop.id, { type: 'sign_up', name: 'Welcome', earnPoint: 10 });
     await createEarningRule(handle.db, shop.id, { type: 'place_order', name: '1 pt per $1', earnPoint: 1, spent: '1.00' });
     await updateShopSettings(handle.db, shop.id, { pendingDays: 1 });
-    const order = { customerIdentifier: 'ref-1', currency: 'USD', subtotal: '20.00', total: '20.00', status: 'paid', lineItems: [{ productId: 'p', quantity: 1, price: '20.00' }] };
+    // The order used the code just redeemed (redemptions/used).
+    const order = {
+      customerIdentifier: 'ref-1', currency: 'USD', subtotal: '20.00', total: '20.00', status: 'paid', lineItems: [{ productId: 'p', quantity: 1, price: '20.00' }],
+      discountCodes: [{ code: redeemed.discountCode.code, amount: '5.00' }],
+    };
     await upsertOrder(handle.db, shop.id, 'O-1', order);
     expect(await pendingRelease.runDue(handle.db, new Date(Date.now() + 2 * 86_400_000), 10)).toBe(1);
     await upsertOrder(handle.db, shop.id, 'O-1', { ...order, status: 'refunded', refunded: '20.00' });
@@ -324,6 +329,17 @@ describe('every topic is delivered, data being the resource after the change', (
     await createTier(handle.db, shop.id, { name: 'Gold', threshold: '5000', multiplier: '2' });
     await upsertCustomer(handle.db, shop.id, { shopifyCustomerId: 'vip', email: 'vip@example.com' });
     await changePoints(handle.db, shop.id, 'add', { customerIdentifier: 'vip', amount: 5000 });
+    // Codes that end otherwise: one cancelled with its points back (redemptions/cancelled,
+    // points/refunded), one of a reward expiring in 5 days, warned 2 days before (redemptions/expiring, redemptions/expired).
+    const cancelled = await redeemPoints(handle.db, shop.id, { customerIdentifier: 'vip', pointsAmount: 100, rewardId: pointsRedemption._id });
+    await cancelDiscountCode(handle.db, shop.id, cancelled.discountCode.code, { returnPoints: true });
+    const { pointsRedemption: fiveDays } = await createPointsRedemption(handle.db, shop.id, {
+      name: '$5 off for 5 days', type: 'amount', discountPrefix: 'E-', rewardValue: 100, discountValue: 5, expireDateType: 'days', expireDays: 5,
+    });
+    const expiring = await redeemPoints(handle.db, shop.id, { customerIdentifier: 'vip', pointsAmount: 100, rewardId: fiveDays._id });
+    await updateShopSettings(handle.db, shop.id, { codeWarningDays: 2 });
+    expect(await codeWarnings.runDue(handle.db, new Date(Date.now() + 4 * 86_400_000), 100)).toBe(1);
+    expect(await codeExpiry.runDue(handle.db, new Date(Date.now() + 6 * 86_400_000), 100)).toBe(1);
     while ((await relay.relayBatch()) > 0);
     await w.drain();
 
@@ -336,7 +352,13 @@ describe('every topic is delivered, data being the resource after the change', (
     expect(byType.get('customers/updated').data).toMatchObject({ shopifyCustomerId: 'ref-1', email: 'ref-1b@example.com' });
     expect(byType.get('points/subtracted').data).toMatchObject({ type: 'subtract_points', oldPoints: 500, newPoints: 400 });
     expect(byType.get('points/updated').data).toMatchObject({ newPoints: 300 });
-    expect(byType.get('redemptions/created').data).toMatchObject({ code: redeemed.discountCode.code });
+    const codeEvents = (type: string) => received.filter((e) => e.type === type).map((e) => [e.data.code, e.data.status]);
+    expect(codeEvents('redemptions/created')).toEqual([redeemed, cancelled, expiring].map((r) => [r.discountCode.code, 'issued']));
+    expect(codeEvents('redemptions/used')).toEqual([[redeemed.discountCode.code, 'used']]);
+    expect(codeEvents('redemptions/cancelled')).toEqual([[cancelled.discountCode.code, 'cancelled']]);
+    expect(codeEvents('redemptions/expiring')).toEqual([[expiring.discountCode.code, 'issued']]);
+    expect(codeEvents('redemptions/expired')).toEqual([[expiring.discountCode.code, 'expired']]);
+    expect(byType.get('points/refunded').data).toMatchObject({ type: 'refund_redemption', settingType: 'redemption', oldPoints: 4910, newPoints: 5010 });
     expect(byType.get('referrals/code_created').data).toMatchObject({ referralCode: code, shopifyCustomerId: 'ref-1' });
     expect(byType.get('referrals/referee_created').data).toMatchObject({ referralCode: code });
     expect(byType.get('points/pending').data).toMatchObject({ points: 20 });
