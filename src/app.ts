@@ -10,7 +10,7 @@ import { compactInsights, purgeActiveMemberMarkers } from './domain/insights/ind
 import { purgeRelayedOutboxEvents } from './domain/kernel/index.js';
 import { pendingRelease, purgeExpiredIdempotencyKeys } from './domain/ledger/index.js';
 import { birthdayRun, expiryWarnings, pointExpiry, tierEvaluation } from './domain/program/index.js';
-import { purgeProcessedShopifyWebhooks, SHOPIFY_INBOX_RETENTION_DAYS, shopifyInbox } from './domain/shopify/index.js';
+import { purgeProcessedShopifyWebhooks, SHOPIFY_INBOX_RETENTION_DAYS, shopifyInbox, syncJobCounts } from './domain/shopify/index.js';
 import { createEventBus, type EventBus } from './events/bus.js';
 import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
 import { createScheduler, type Scheduler } from './events/scheduler.js';
@@ -20,6 +20,8 @@ import { createLogger, type Logger } from './logger.js';
 import { createRateLimiter, type RateLimiter } from './rate-limit/limiter.js';
 import { createStorefrontLimiter, type StorefrontLimiter } from './rate-limit/storefront.js';
 import { createDeliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.js';
+import { createShopifyAdmin } from './shopify-admin/connect.js';
+import { createShopifySyncWorker, type ShopifySyncWorker } from './shopify-admin/sync-worker.js';
 import { createSecretBox, loadSecretsKey } from './webhooks/secret-box.js';
 import { type Resolver, UrlPolicy } from './webhooks/url-policy.js';
 
@@ -63,6 +65,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let rateLimiter: RateLimiter | undefined;
   let storefrontLimiter: StorefrontLimiter | undefined;
   let deliveryWorker: DeliveryWorker;
+  let shopifySync: ShopifySyncWorker;
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
     db: database.db,
@@ -76,6 +79,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     liveSubscriptions: () => bus?.stats().subscriptions ?? 0,
     dueWorkLag: () => scheduler.lag(),
     dueWorkFailures: () => scheduler.failures(),
+    shopifySyncJobs: () => syncJobCounts(database.db),
   });
   try {
     const applied = await migrateToLatest(database.db);
@@ -100,6 +104,16 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       retentionMs: config.webhookRetentionDays * 24 * HOUR,
       onAttempt: (outcome) => metrics.webhookAttempt(outcome),
     });
+    shopifySync = createShopifySyncWorker({
+      db: database.db,
+      logger,
+      secrets: webhooks.secrets,
+      urls: { baseUrlTemplate: config.shopifyAdminBaseUrl },
+      publicUrl: config.publicUrl,
+      now: options.clock,
+      onCall: (outcome) => metrics.shopifyCall(outcome),
+    });
+    const shopifyAdmin = createShopifyAdmin({ db: database.db, secrets: webhooks.secrets, urls: { baseUrlTemplate: config.shopifyAdminBaseUrl }, worker: shopifySync, now: options.clock });
     rateLimiter = await createRateLimiter({
       db: database.db,
       logger,
@@ -119,7 +133,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       storefront: config.storefrontSubscriptions,
     });
     storefrontLimiter = await createStorefrontLimiter({ limits: config.storefrontLimits, redisUrl: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger });
-    http = await createHttpServer({ db: database.db, logger, rateLimiter, storefrontLimiter, webhooks, bus, metrics, requestTimeoutMs: config.requestTimeoutMs });
+    http = await createHttpServer({ db: database.db, logger, rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, metrics, requestTimeoutMs: config.requestTimeoutMs });
   } catch (err) {
     await bus?.close();
     await rateLimiter?.close();
@@ -129,7 +143,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
 
   // Consumers of committed events: webhook fan-out and live subscriptions register here.
-  const outboxHandlers: OutboxHandler[] = [deliveryWorker.outboxHandler, bus.outboxHandler];
+  const outboxHandlers: OutboxHandler[] = [deliveryWorker.outboxHandler, shopifySync.outboxHandler, bus.outboxHandler];
   // Local commits wake the relay at once; on PostgreSQL, events committed by other instances (a
   // server with WORKER=off beside `npm run worker`) are found by a short poll, so webhooks still
   // leave within tens of milliseconds. An empty poll is one index probe.
@@ -170,6 +184,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const startWorker = () => {
     relay.start();
     deliveryWorker.start();
+    shopifySync.start();
     scheduler.start();
     if (purgeTimer || stopPurges.signal.aborted) return;
     schedulePurges();
@@ -199,6 +214,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         await http.close();
         await relay.stop();
         await deliveryWorker.stop();
+        await shopifySync.stop();
         await scheduler.stop();
         await purging;
         await bus.close();

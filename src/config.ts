@@ -80,6 +80,12 @@ const configSchema = z.object({
   // most this many of the slots (DESIGN.md "Tenant isolation"). Unset: half of WEBHOOK_CONCURRENCY.
   WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: z.coerce.number().int().min(1).max(1_000).optional(),
   SECRETS_KEY: optionalString.pipe(z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters').optional()),
+  // The address Shopify reaches this service at (https://loyalty.example.com): the Shopify
+  // connector registers its webhooks there. Unset: they are not registered (the connection says so).
+  PUBLIC_URL: optionalString.pipe(z.url({ protocol: /^https?$/ }).optional()),
+  // Where a store's Admin API is: {shop} is its myshopify.com domain. Changed only to point the
+  // connector at a stand-in (tests, demos without a store).
+  SHOPIFY_ADMIN_BASE_URL: z.string().regex(/^https?:\/\/.*\{shop\}/, 'must be a URL containing {shop}').default('https://{shop}'),
 });
 
 export type Config = {
@@ -108,6 +114,8 @@ export type Config = {
   storefrontSubscriptions: { perShop: number; perCustomer: number };
   websocketsPerShop: number;
   requestTimeoutMs: number;
+  publicUrl: string | null;
+  shopifyAdminBaseUrl: string;
 };
 
 export class ConfigError extends Error {}
@@ -146,5 +154,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     websocketsPerShop: c.WEBSOCKETS_PER_SHOP,
     storefrontSubscriptions: { perShop: c.STOREFRONT_SUBSCRIPTIONS_PER_SHOP, perCustomer: c.STOREFRONT_SUBSCRIPTIONS_PER_CUSTOMER },
     requestTimeoutMs: c.REQUEST_TIMEOUT_MS,
+    publicUrl: c.PUBLIC_URL ?? null,
+    shopifyAdminBaseUrl: c.SHOPIFY_ADMIN_BASE_URL,
   };
 }

@@ -169,9 +169,51 @@ export interface DiscountCodesTable {
   warned_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   /** The refund_redemption entry that gave its points back: at most one. */
   returned_activity_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Its copy in Shopify (migration 2026_11_27_022): null when the shop has no Admin connection. */
+  shopify_sync: ColumnType<ShopifySyncState | null, ShopifySyncState | null | undefined, ShopifySyncState | null>;
+  shopify_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Shopify's reason when it refused the code. */
+  shopify_error: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export type CodeStatus = 'issued' | 'used' | 'expired' | 'cancelled';
+export type ShopifySyncState = 'pending' | 'synced' | 'failed';
+
+/** How the service signs in to a shop's Shopify store (migration 2026_11_27_022). */
+export interface ShopifyAdminConnectionsTable {
+  shop_id: string;
+  auth: 'access_token' | 'client_credentials';
+  /** Sealed: the shop's Admin API access token, or the client-credentials grant's current one. */
+  access_token: string | null;
+  client_id: string | null;
+  /** Sealed. */
+  client_secret: string | null;
+  token_expires_at: Date | null;
+  scopes: ColumnType<string[], string, string>;
+  connected_at: Defaulted<Date>;
+}
+
+export interface ShopifyWebhookRegistrationsTable {
+  shop_id: string;
+  topic: string;
+  state: 'pending' | 'registered' | 'failed';
+  shopify_id: string | null;
+  error: string | null;
+  updated_at: Defaulted<Date>;
+}
+
+export interface ShopifySyncJobsTable {
+  id: string;
+  shop_id: string;
+  kind: string;
+  subject: Defaulted<string>;
+  due_at: Defaulted<Date>;
+  attempts: Defaulted<number>;
+  last_error: ColumnType<string | null, string | null | undefined, string | null>;
+  failed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  created_at: Defaulted<Date>;
+}
+export type ShopifySyncJobRow = Selectable<ShopifySyncJobsTable>;
 
 export interface ReferralCodesTable {
   customer_id: string;
@@ -582,6 +624,9 @@ export interface Database {
   shopify_orders: ShopifyOrdersTable;
   shopify_customers: ShopifyCustomersTable;
   due_work_failures: DueWorkFailuresTable;
+  shopify_admin_connections: ShopifyAdminConnectionsTable;
+  shopify_webhook_registrations: ShopifyWebhookRegistrationsTable;
+  shopify_sync_jobs: ShopifySyncJobsTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;

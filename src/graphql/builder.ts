@@ -9,6 +9,7 @@ import type { TokenHolder } from '../domain/customers/index.js';
 import type { ApiKeyRef, Shop } from '../domain/shops/index.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { EventBus } from '../events/bus.js';
+import type { ShopifyAdmin } from '../shopify-admin/connect.js';
 
 /**
  * Over HTTP Fastify's request and reply; over graphql-ws only who the connection authenticated as:
@@ -29,6 +30,8 @@ export type GraphQLContext = {
   webhooks: WebhookSubscriptionDeps;
   /** Committed events, for subscriptions. */
   bus: EventBus;
+  /** Connects the shop's store to Shopify's Admin API (it calls Shopify). */
+  shopifyAdmin: ShopifyAdmin;
 };
 
 /**

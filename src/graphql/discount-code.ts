@@ -15,6 +15,12 @@ const DiscountCodeStatus = builder.enumType('DiscountCodeStatus', {
   values: CODE_STATUSES,
 });
 
+const ShopifySyncState = builder.enumType('ShopifySyncState', {
+  subGraphs: STOREFRONT,
+  description: 'A code\'s copy in Shopify: pending, synced (usable at Shopify\'s checkout) or failed (refused by Shopify).',
+  values: ['pending', 'synced', 'failed'] as const,
+});
+
 /** A code issued by a redemption: what pointsRedeem returns and the redemptions/* events carry. */
 export const DiscountCode = builder.objectRef<DiscountCodeShape>('DiscountCode').implement({
   subGraphs: STOREFRONT,
@@ -42,6 +48,14 @@ export const DiscountCode = builder.objectRef<DiscountCodeShape>('DiscountCode')
     usedByOtherCustomer: t.exposeBoolean('usedByOtherCustomer', { description: 'An order of another customer used it: the checkout let it through.' }),
     cancelledAt: t.expose('cancelledAt', { type: 'DateTime', nullable: true }),
     pointsReturned: t.exposeBoolean('pointsReturned', { description: 'Its points came back to the customer (a refund_redemption ledger entry).' }),
+    shopifySync: t.field({
+      type: ShopifySyncState,
+      nullable: true,
+      description: 'Its copy in Shopify\'s checkout: pending until Shopify confirms it (usable there once synced); failed when Shopify refused it (then cancelled, its points back). Null: the shop has no Shopify Admin connection.',
+      resolve: (d) => d.shopifySync,
+    }),
+    shopifyId: t.exposeString('shopifyId', { nullable: true, subGraphs: ['admin'], description: 'Its id in Shopify, once synced.' }),
+    shopifyError: t.exposeString('shopifyError', { nullable: true, subGraphs: ['admin'], description: 'Why Shopify refused it.' }),
   }),
 });
 

@@ -14,6 +14,7 @@ import './shop.js';
 import './order.js';
 import './earning-rule.js';
 import './shopify.js';
+import './shopify-admin.js';
 import './expiry.js';
 import './tier.js';
 import './customer-access-token.js';

@@ -6,6 +6,7 @@ import type { DB } from '../db/database.js';
 import { DomainError, ValidationError } from '../domain/kernel/index.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { EventBus } from '../events/bus.js';
+import type { ShopifyAdmin } from '../shopify-admin/connect.js';
 import type { Logger } from '../logger.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { StorefrontLimiter } from '../rate-limit/storefront.js';
@@ -72,7 +73,7 @@ function useCompiledOperations(logger: Logger): Plugin {
   };
 }
 
-export type GraphQLServices = { rateLimiter: RateLimiter; storefrontLimiter: StorefrontLimiter; webhooks: WebhookSubscriptionDeps; bus: EventBus };
+export type GraphQLServices = { rateLimiter: RateLimiter; storefrontLimiter: StorefrontLimiter; webhooks: WebhookSubscriptionDeps; bus: EventBus; shopifyAdmin: ShopifyAdmin };
 
 /**
  * Yoga over one face's schema; Fastify (or the graphql-ws handshake) authenticates, Yoga turns who
@@ -107,7 +108,7 @@ export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLSer
     graphiql: false,
     landingPage: false,
     context: ({ req }) => {
-      const common = { db, webhooks: services.webhooks, bus: services.bus };
+      const common = { db, webhooks: services.webhooks, bus: services.bus, shopifyAdmin: services.shopifyAdmin };
       if (face === 'admin') {
         if (!req.shop || !req.apiKey) throw unauthenticatedError(face);
         return { ...common, shop: req.shop, apiKey: req.apiKey, customer: null };

@@ -18,6 +18,8 @@ export type Metrics = {
   httpResponse(labels: { method: string; route: string; status: number }, seconds: number | null): void;
   /** The scheduler reports each pass of a kind of due work that threw (the other kinds went on). */
   dueWorkKindFailed(kind: string): void;
+  /** The Shopify sync worker reports each call to a store's Admin API: ok, or why it failed. */
+  shopifyCall(outcome: string): void;
 };
 
 export type MetricSources = {
@@ -28,6 +30,8 @@ export type MetricSources = {
   dueWorkLag: () => Promise<Record<string, number>>;
   /** Items of each kind set aside after their last try, and waiting for their next. */
   dueWorkFailures: () => Promise<Record<string, FailureCounts>>;
+  /** Shopify sync jobs waiting (due, leased or between tries) and failed for good. */
+  shopifySyncJobs: () => Promise<{ waiting: number; failed: number }>;
 };
 
 const QUEUED_STATUSES = ['pending', 'retrying', 'sending'] as const;
@@ -56,6 +60,23 @@ export function createMetrics(sources: MetricSources): Metrics {
     help: 'Webhook delivery attempts: outcome delivered (2xx), rejected (another status) or no_response (network error, timeout, blocked)',
     labelNames: ['outcome', 'status'] as const,
     registers,
+  });
+  const shopifyCalls = new Counter({
+    name: 'loyalty_shopify_admin_calls_total',
+    help: 'Calls to shops\' Shopify Admin APIs: outcome ok, throttled, unavailable, unauthorized or refused',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  new Gauge({
+    name: 'loyalty_shopify_sync_jobs',
+    help: 'Shopify sync jobs (codes to create or deactivate, webhooks to register): state waiting or failed (kept with Shopify\'s reason)',
+    labelNames: ['state'] as const,
+    registers,
+    async collect() {
+      const counts = await sources.shopifySyncJobs();
+      this.set({ state: 'waiting' }, counts.waiting);
+      this.set({ state: 'failed' }, counts.failed);
+    },
   });
   const kindFailures = new Counter({
     name: 'loyalty_due_work_kind_failures_total',
@@ -167,6 +188,9 @@ export function createMetrics(sources: MetricSources): Metrics {
     },
     dueWorkKindFailed(kind) {
       kindFailures.inc({ kind });
+    },
+    shopifyCall(outcome) {
+      shopifyCalls.inc({ outcome });
     },
     httpResponse({ method, route, status }, seconds) {
       httpRequests.inc({ method, route, status: String(status) });

@@ -4,6 +4,7 @@ import { type DB, isDatabaseReachable } from '../db/database.js';
 import { forgetApiKey } from '../domain/shops/index.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { EventBus } from '../events/bus.js';
+import type { ShopifyAdmin } from '../shopify-admin/connect.js';
 import { watchRevocations } from '../events/revocation-watch.js';
 import { createGraphQLServer } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
@@ -40,11 +41,12 @@ export async function createHttpServer(deps: {
   storefrontLimiter: StorefrontLimiter;
   webhooks: WebhookSubscriptionDeps;
   bus: EventBus;
+  shopifyAdmin: ShopifyAdmin;
   metrics: Metrics;
   /** How long a request may take to arrive, headers and body (REQUEST_TIMEOUT_MS). */
   requestTimeoutMs: number;
 }): Promise<FastifyInstance> {
-  const { db, logger, rateLimiter, storefrontLimiter, webhooks, bus, requestTimeoutMs } = deps;
+  const { db, logger, rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, requestTimeoutMs } = deps;
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT,
@@ -109,7 +111,7 @@ export async function createHttpServer(deps: {
 
   // A key revoked on any instance is forgotten here at once, not after the key cache's TTL.
   bus.onRevoked((key) => forgetApiKey(db, key.prefix));
-  const services = { rateLimiter, storefrontLimiter, webhooks, bus };
+  const services = { rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin };
   const yoga = createGraphQLServer(db, logger, services, 'admin');
   const storefrontYoga = createGraphQLServer(db, logger, services, 'storefront');
   const webSockets = attachGraphQLWebSocket(

@@ -110,6 +110,9 @@ export const discountCodeSchema = z
     usedByOtherCustomer: z.boolean().meta({ description: 'Used by an order of another customer than the one it was issued to' }),
     cancelledAt: timestampSchema.nullable(),
     pointsReturned: z.boolean().meta({ description: 'Its points came back to the customer (a `refund_redemption` entry)' }),
+    shopifySync: z.enum(['pending', 'synced', 'failed']).nullable().meta({ description: 'Its copy in Shopify: pending until Shopify confirms it, synced, or failed (Shopify refused it: cancelled, its points back). Null: no Shopify Admin connection' }),
+    shopifyId: z.string().nullable().meta({ description: 'Its id in Shopify, once synced' }),
+    shopifyError: z.string().nullable().meta({ description: 'Why Shopify refused it' }),
   })
   .meta({ id: 'DiscountCode' }) satisfies z.ZodType<Json<DiscountCode>>;
 

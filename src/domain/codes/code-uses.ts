@@ -33,7 +33,8 @@ export function discountCodeJson(d: RawBuilder<unknown>): RawBuilder<unknown> {
     'reward', ${d}.reward_id, 'pointsAmount', ${d}.points_amount, 'customer', ${d}.customer_id, 'activity', ${d}.activity_id,
     'expiresAt', ${jsonTime(sql`${d}.expires_at`)}, 'createdAt', ${jsonTime(sql`${d}.created_at`)}, 'status', ${d}.status,
     'usedAt', ${jsonTime(sql`${d}.used_at`)}, 'orderId', ${d}.order_id, 'usedByOtherCustomer', ${d}.other_customer,
-    'cancelledAt', ${jsonTime(sql`${d}.cancelled_at`)}, 'pointsReturned', ${d}.returned_activity_id is not null)`;
+    'cancelledAt', ${jsonTime(sql`${d}.cancelled_at`)}, 'pointsReturned', ${d}.returned_activity_id is not null,
+    'shopifySync', ${d}.shopify_sync, 'shopifyId', ${d}.shopify_id, 'shopifyError', ${d}.shopify_error)`;
 }
 
 /** A code of a shop, by its text, that an order of the shop carried. */

@@ -1,5 +1,5 @@
 import type { Insertable } from 'kysely';
-import type { CodeStatus, DiscountCodeRow, DiscountCodesTable } from '../../db/schema.js';
+import type { CodeStatus, DiscountCodeRow, DiscountCodesTable, ShopifySyncState } from '../../db/schema.js';
 import type { Queryable, Trx } from '../../db/transaction.js';
 import { newId, type Page, type PageArgs, pageBySeq, pagesBySeq, randomString, READABLE_ALPHABET, type SeqList } from '../kernel/index.js';
 
@@ -41,6 +41,12 @@ export type DiscountCode = {
   cancelledAt: Date | null;
   /** Its points came back to the customer (a refund_redemption entry): cancelled, expired or its order refunded, as the shop decides. */
   pointsReturned: boolean;
+  /** Its copy in Shopify's checkout: pending until Shopify confirms it, then synced; failed when Shopify refused it (then cancelled, its points back). Null: the shop has no Shopify Admin connection. */
+  shopifySync: ShopifySyncState | null;
+  /** Its id in Shopify (gid://shopify/DiscountCodeNode/…), once synced. */
+  shopifyId: string | null;
+  /** Why Shopify refused it. */
+  shopifyError: string | null;
 };
 
 export function toDiscountCode(row: DiscountCodeRow): DiscountCode {
@@ -63,6 +69,9 @@ export function toDiscountCode(row: DiscountCodeRow): DiscountCode {
     usedByOtherCustomer: row.other_customer,
     cancelledAt: row.cancelled_at,
     pointsReturned: row.returned_activity_id !== null,
+    shopifySync: row.shopify_sync,
+    shopifyId: row.shopify_id,
+    shopifyError: row.shopify_error,
   };
 }
 

@@ -1,9 +1,16 @@
 // Shopify: the connector's inbox of Shopify webhooks, checked, stored and applied as orders,
-// refunds and customers; Shopify's payloads read losslessly.
+// refunds and customers; and the Admin side: the connection, and the queue of what we tell Shopify.
 
 export {
-  ensureOrderCustomer, getShopifyConnection, listShopifyWebhooks, purgeProcessedShopifyWebhooks, receiveShopifyWebhook,
+  ensureOrderCustomer, getShopifyConnection, SHOPIFY_TOPICS, listShopifyWebhooks, purgeProcessedShopifyWebhooks, receiveShopifyWebhook,
   retryShopifyWebhook, setShopifyConnection, SHOPIFY_INBOX_RETENTION_DAYS, type ShopifyConnection, shopifyInbox,
   type ShopifyWebhook,
 } from './shopify-connector.js';
 export { orderPut, parseShopifyJson, parseShopifyOrder, type ShopifyOrder } from './shopify-payloads.js';
+export {
+  adminConnectionInputSchema, type AdminConnectionView, type AdminCredentials, adminConnectionView, deleteAdminConnection, missingScopes,
+  openAdminConnection, type OpenAdminConnection, parseAdminCredentials, recordWebhookRegistration, registeredWebhooks, renewAdminToken,
+  REQUIRED_SCOPES, saveAdminConnection, storeDomainOf, type WebhookRegistration,
+} from './admin-connection.js';
+export { codeToSync, type CodeTermsRow, type CodeToSync, gid, percentFraction, shopifyDiscountOf, queueCodeSync, recordCodeRefused, recordCodeSynced, type ShopifyDiscount, unsyncCode } from './code-sync.js';
+export { claimSyncJobs, enqueueSyncJob, failSyncJob, finishSyncJob, returnSyncJob, shopsWithDueJobs, SYNC_KINDS, type SyncJob, type SyncKind, syncJobCounts } from './sync-jobs.js';

@@ -1,0 +1,71 @@
+/**
+ * Every document the service sends to Shopify's Admin API, in one place, so that one test
+ * (test/shopify-admin-documents.test.ts) validates them all against the vendored schema of
+ * SHOPIFY_API_VERSION: a field Shopify renamed fails there, not in a shop. Each names what it
+ * costs in the shop's bucket (Shopify's rules: a mutation 10, an object 1), which the throttle
+ * reserves before it sends.
+ */
+
+export type Operation = { name: string; query: string; cost: number };
+
+const op = (name: string, cost: number, query: string): Operation => ({ name, cost, query: query.trim() });
+
+export const APP_SCOPES = op(
+  'AppScopes',
+  2,
+  `query AppScopes { currentAppInstallation { accessScopes { handle } } shop { myshopifyDomain } }`,
+);
+
+const DISCOUNT_RESULT = `codeDiscountNode { id } userErrors { field message code }`;
+
+export const DISCOUNT_CODE_BASIC_CREATE = op(
+  'DiscountCodeBasicCreate',
+  10,
+  `mutation DiscountCodeBasicCreate($discount: DiscountCodeBasicInput!) { discountCodeBasicCreate(basicCodeDiscount: $discount) { ${DISCOUNT_RESULT} } }`,
+);
+
+export const DISCOUNT_CODE_FREE_SHIPPING_CREATE = op(
+  'DiscountCodeFreeShippingCreate',
+  10,
+  `mutation DiscountCodeFreeShippingCreate($discount: DiscountCodeFreeShippingInput!) { discountCodeFreeShippingCreate(freeShippingCodeDiscount: $discount) { ${DISCOUNT_RESULT} } }`,
+);
+
+/** A code created before a crash left its answer unread: found by its text, so it is never created twice. */
+export const DISCOUNT_CODE_BY_CODE = op('DiscountCodeByCode', 1, `query DiscountCodeByCode($code: String!) { codeDiscountNodeByCode(code: $code) { id } }`);
+
+export const DISCOUNT_CODE_DEACTIVATE = op(
+  'DiscountCodeDeactivate',
+  10,
+  `mutation DiscountCodeDeactivate($id: ID!) { discountCodeDeactivate(id: $id) { codeDiscountNode { id } userErrors { field message code } } }`,
+);
+
+export const WEBHOOK_SUBSCRIPTIONS = op(
+  'WebhookSubscriptions',
+  12,
+  `query WebhookSubscriptions { webhookSubscriptions(first: 100) { nodes { id topic uri } } }`,
+);
+
+export const WEBHOOK_SUBSCRIPTION_CREATE = op(
+  'WebhookSubscriptionCreate',
+  10,
+  `mutation WebhookSubscriptionCreate($topic: WebhookSubscriptionTopic!, $subscription: WebhookSubscriptionInput!) {
+    webhookSubscriptionCreate(topic: $topic, webhookSubscription: $subscription) { webhookSubscription { id topic uri } userErrors { field message } }
+  }`,
+);
+
+export const WEBHOOK_SUBSCRIPTION_DELETE = op(
+  'WebhookSubscriptionDelete',
+  10,
+  `mutation WebhookSubscriptionDelete($id: ID!) { webhookSubscriptionDelete(id: $id) { deletedWebhookSubscriptionId userErrors { field message } } }`,
+);
+
+export const OPERATIONS: readonly Operation[] = [
+  APP_SCOPES,
+  DISCOUNT_CODE_BASIC_CREATE,
+  DISCOUNT_CODE_FREE_SHIPPING_CREATE,
+  DISCOUNT_CODE_BY_CODE,
+  DISCOUNT_CODE_DEACTIVATE,
+  WEBHOOK_SUBSCRIPTIONS,
+  WEBHOOK_SUBSCRIPTION_CREATE,
+  WEBHOOK_SUBSCRIPTION_DELETE,
+];

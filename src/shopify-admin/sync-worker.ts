@@ -1,0 +1,248 @@
+import type { DB } from '../db/database.js';
+import type { SecretBox } from '../domain/kernel/index.js';
+import {
+  claimSyncJobs, codeToSync, failSyncJob, finishSyncJob, openAdminConnection, type OpenAdminConnection, queueCodeSync, recordCodeRefused,
+  recordCodeSynced, recordWebhookRegistration, renewAdminToken, returnSyncJob, SHOPIFY_TOPICS, shopsWithDueJobs, type SyncJob, unsyncCode,
+} from '../domain/shopify/index.js';
+import type { OutboxHandler } from '../events/outbox-relay.js';
+import { wakeableSleep } from '../events/wakeable-sleep.js';
+import type { Logger } from '../logger.js';
+import { adminClient, type AdminClient, clientCredentialsToken, type CallCost, ShopifyAdminError, type StoreUrls } from './client.js';
+import {
+  DISCOUNT_CODE_BASIC_CREATE, DISCOUNT_CODE_BY_CODE, DISCOUNT_CODE_DEACTIVATE, DISCOUNT_CODE_FREE_SHIPPING_CREATE, type Operation,
+  WEBHOOK_SUBSCRIPTION_CREATE, WEBHOOK_SUBSCRIPTIONS,
+} from './operations.js';
+import { ShopThrottle } from './throttle.js';
+
+/**
+ * Tells Shopify what the sync jobs say (DESIGN.md "Shopify, the Admin side"): codes created and
+ * deactivated, webhooks registered. One lane per shop with jobs due, each serving its shop's jobs
+ * a batch at a time, several calls in flight, each call waiting for its cost in the shop's bucket
+ * (throttle.ts): a throttled, failing or unreachable store slows only its own lane. Lanes are
+ * capped per worker; shops whose jobs waited longest get the free lanes first. Any number of
+ * workers share the queue through leases (sync-jobs.ts).
+ */
+
+/** Where Shopify sends the webhooks the connector registers. */
+export const SHOPIFY_WEBHOOK_PATH = '/integrations/shopify/webhooks';
+/** A client-credentials token is renewed this long before it lapses. */
+const RENEW_BEFORE_MS = 60 * 60 * 1000;
+
+export type ShopifySyncOptions = {
+  db: DB;
+  logger: Logger;
+  secrets: SecretBox;
+  urls: StoreUrls;
+  /** The service's public URL (PUBLIC_URL), which Shopify's webhooks are registered to; null: not set. */
+  publicUrl: string | null;
+  now?: () => number;
+  /** Shops served at once by this worker. */
+  lanes?: number;
+  /** Calls in flight per shop. */
+  perShop?: number;
+  pollMs?: number;
+  onCall?: (outcome: 'ok' | ShopifyAdminError['kind']) => void;
+};
+
+export type ShopifySyncWorker = {
+  outboxHandler: OutboxHandler;
+  start(): void;
+  stop(): Promise<void>;
+  wake(): void;
+  /** Obtains a working token for the shop's connection, renewing a lapsing client-credentials one. */
+  tokenFor(connection: OpenAdminConnection): Promise<string>;
+};
+
+export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyncWorker {
+  const { db, logger, secrets, urls, publicUrl } = options;
+  const now = options.now ?? Date.now;
+  const maxLanes = options.lanes ?? 16;
+  const perShop = options.perShop ?? 8;
+  const pollMs = options.pollMs ?? 500;
+  const throttle = new ShopThrottle();
+  const lanes = new Map<string, Promise<void>>();
+  const idle = wakeableSleep();
+  let running = false;
+  let loop: Promise<void> | undefined;
+
+  async function tokenFor(connection: OpenAdminConnection): Promise<string> {
+    const { credentials } = connection;
+    if (credentials.auth === 'access_token') return credentials.accessToken;
+    if (connection.accessToken && connection.tokenExpiresAt && connection.tokenExpiresAt.getTime() - now() > RENEW_BEFORE_MS) return connection.accessToken;
+    const granted = await clientCredentialsToken(urls, connection.shopDomain, credentials.clientId, credentials.clientSecret);
+    const expiresAt = new Date(now() + granted.expiresInSeconds * 1000);
+    await renewAdminToken(db, secrets, connection.shopId, granted.accessToken, expiresAt, granted.scopes);
+    connection.accessToken = granted.accessToken;
+    connection.tokenExpiresAt = expiresAt;
+    return granted.accessToken;
+  }
+
+  /** Sends one call once the shop's bucket holds its cost, and keeps what the answer said of the bucket. */
+  async function call<T>(shopId: string, client: AdminClient, operation: Operation, variables?: Record<string, unknown>): Promise<T> {
+    for (;;) {
+      const wait = throttle.reserve(shopId, operation.cost, now());
+      if (wait === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 5_000)));
+      if (!running) throw new ShopifyAdminError('unavailable', 'the worker is stopping');
+    }
+    try {
+      const { data, cost } = await client.request<T>(operation.query, variables);
+      observe(shopId, cost);
+      options.onCall?.('ok');
+      return data;
+    } catch (err) {
+      if (err instanceof ShopifyAdminError) {
+        options.onCall?.(err.kind);
+        if (err.kind !== 'throttled') observe(shopId, err.cost);
+      }
+      throw err;
+    }
+  }
+  const observe = (shopId: string, cost: CallCost | null) => {
+    if (cost?.throttle) throttle.observe(shopId, cost.throttle, now());
+  };
+
+  async function createCode(shopId: string, client: AdminClient, job: SyncJob): Promise<void> {
+    const code = await codeToSync(db, shopId, job.subject);
+    if (!code || code.shopifySync === 'synced' || code.shopifySync === 'failed') return;
+    // It ended before it reached Shopify: nothing to create.
+    if (code.status !== 'issued') return unsyncCode(db, code.id);
+    // A try after the first may follow one whose answer was lost (a crash, a timeout): the code may exist already.
+    if (job.attempts > 1) {
+      const found = await call<{ codeDiscountNodeByCode: { id: string } | null }>(shopId, client, DISCOUNT_CODE_BY_CODE, { code: code.code });
+      if (found.codeDiscountNodeByCode) return recordCodeSynced(db, code.id, found.codeDiscountNodeByCode.id);
+    }
+    type Created = { codeDiscountNode: { id: string } | null; userErrors: Array<{ message: string; code: string | null; field: string[] | null }> };
+    const data =
+      code.discount.mutation === 'basic'
+        ? (await call<{ discountCodeBasicCreate: Created }>(shopId, client, DISCOUNT_CODE_BASIC_CREATE, { discount: code.discount.input })).discountCodeBasicCreate
+        : (await call<{ discountCodeFreeShippingCreate: Created }>(shopId, client, DISCOUNT_CODE_FREE_SHIPPING_CREATE, { discount: code.discount.input })).discountCodeFreeShippingCreate;
+    if (data.codeDiscountNode) return recordCodeSynced(db, code.id, data.codeDiscountNode.id);
+    const reason = data.userErrors.map((e) => `${e.message}${e.field ? ` (${e.field.join('.')})` : ''}`).join('; ') || 'Shopify created no discount';
+    await recordCodeRefused(db, shopId, code.id, code.code, reason);
+  }
+
+  async function deactivateCode(shopId: string, client: AdminClient, job: SyncJob): Promise<'done' | 'later'> {
+    const code = await codeToSync(db, shopId, job.subject);
+    if (!code || code.shopifySync === null || code.shopifySync === 'failed') return 'done';
+    // Not created yet: its creation (which skips an ended code, or is under way) goes first.
+    if (code.shopifySync === 'pending') return 'later';
+    type Deactivated = { discountCodeDeactivate: { userErrors: Array<{ message: string }> } };
+    const data = await call<Deactivated>(shopId, client, DISCOUNT_CODE_DEACTIVATE, { id: code.shopifyId });
+    if (data.discountCodeDeactivate.userErrors.length) throw new ShopifyAdminError('refused', data.discountCodeDeactivate.userErrors.map((e) => e.message).join('; '));
+    return 'done';
+  }
+
+  async function registerWebhooks(shopId: string, client: AdminClient): Promise<void> {
+    if (!publicUrl) {
+      for (const topic of SHOPIFY_TOPICS) await recordWebhookRegistration(db, shopId, topic, 'failed', null, 'PUBLIC_URL is not set: Shopify needs the address to send webhooks to');
+      return;
+    }
+    const uri = `${publicUrl.replace(/\/$/, '')}${SHOPIFY_WEBHOOK_PATH}`;
+    type Subscriptions = { webhookSubscriptions: { nodes: Array<{ id: string; topic: string; uri: string }> } };
+    const existing = (await call<Subscriptions>(shopId, client, WEBHOOK_SUBSCRIPTIONS)).webhookSubscriptions.nodes;
+    for (const topic of SHOPIFY_TOPICS) {
+      const enumName = topic.toUpperCase().replace('/', '_');
+      const there = existing.find((s) => s.topic === enumName && s.uri === uri);
+      if (there) {
+        await recordWebhookRegistration(db, shopId, topic, 'registered', there.id, null);
+        continue;
+      }
+      type Created = { webhookSubscriptionCreate: { webhookSubscription: { id: string } | null; userErrors: Array<{ message: string }> } };
+      const created = (await call<Created>(shopId, client, WEBHOOK_SUBSCRIPTION_CREATE, { topic: enumName, subscription: { uri, format: 'JSON' } })).webhookSubscriptionCreate;
+      if (created.webhookSubscription) await recordWebhookRegistration(db, shopId, topic, 'registered', created.webhookSubscription.id, null);
+      else await recordWebhookRegistration(db, shopId, topic, 'failed', null, created.userErrors.map((e) => e.message).join('; '));
+    }
+  }
+
+  /** Does one job; returns when it is to be tried again without counting a try (throttled, or waiting on another job). */
+  async function runJob(connection: OpenAdminConnection, client: AdminClient, job: SyncJob): Promise<void> {
+    const { shopId } = connection;
+    try {
+      if (job.kind === 'code_create') await createCode(shopId, client, job);
+      else if (job.kind === 'webhooks_register') await registerWebhooks(shopId, client);
+      else if ((await deactivateCode(shopId, client, job)) === 'later') return returnSyncJob(db, job, new Date(now() + 2_000));
+      await finishSyncJob(db, job);
+    } catch (err) {
+      if (err instanceof ShopifyAdminError && err.kind === 'throttled') {
+        return returnSyncJob(db, job, new Date(now() + throttle.throttled(shopId, 10, err.cost?.throttle ?? null, now())));
+      }
+      const reason = err instanceof Error ? err.message : String(err);
+      const final = await failSyncJob(db, job, reason, new Date(now()), err instanceof ShopifyAdminError && err.kind === 'refused');
+      if (final && job.kind === 'code_create') {
+        const code = await codeToSync(db, shopId, job.subject);
+        if (code) await recordCodeRefused(db, shopId, code.id, code.code, reason);
+      }
+      if (!(err instanceof ShopifyAdminError)) logger.error({ err, shopId, kind: job.kind }, 'a Shopify sync job failed');
+    }
+  }
+
+  /** Serves one shop until it has nothing due. */
+  async function lane(shopId: string): Promise<void> {
+    while (running) {
+      const jobs = await claimSyncJobs(db, shopId, new Date(now()), perShop * 4);
+      if (jobs.length === 0) return;
+      const connection = await openAdminConnection(db, secrets, shopId);
+      if (!connection) {
+        // Disconnected since the jobs were queued: there is no one to tell.
+        for (const job of jobs) await finishSyncJob(db, job);
+        continue;
+      }
+      let client: AdminClient;
+      try {
+        client = adminClient(urls, connection.shopDomain, await tokenFor(connection));
+      } catch (err) {
+        const reason = err instanceof Error ? err.message : String(err);
+        for (const job of jobs) await failSyncJob(db, job, reason, new Date(now()));
+        continue;
+      }
+      // Codes first in the order they were issued; several calls in flight, each waiting for its cost.
+      let next = 0;
+      const worker = async () => {
+        while (next < jobs.length) await runJob(connection, client, jobs[next++]!);
+      };
+      await Promise.all(Array.from({ length: Math.min(perShop, jobs.length) }, worker));
+    }
+  }
+
+  async function run(): Promise<void> {
+    while (running) {
+      try {
+        const free = maxLanes - lanes.size;
+        if (free > 0) {
+          for (const shopId of await shopsWithDueJobs(db, new Date(now()), [...lanes.keys()], free)) {
+            lanes.set(
+              shopId,
+              lane(shopId)
+                .catch((err) => logger.error({ err, shopId }, 'Shopify sync lane failed; its jobs wait for their lease'))
+                .finally(() => {
+                  lanes.delete(shopId);
+                  idle.wake();
+                }),
+            );
+          }
+        }
+      } catch (err) {
+        logger.error({ err }, 'Shopify sync could not read its queue; retrying');
+      }
+      await idle.sleep(pollMs);
+    }
+  }
+
+  return {
+    outboxHandler: { name: 'shopify-sync', inTransaction: (trx, events) => queueCodeSync(trx, events), afterCommit: () => idle.wake() },
+    start() {
+      if (running) return;
+      running = true;
+      loop = run();
+    },
+    async stop() {
+      running = false;
+      idle.wake();
+      await loop;
+      await Promise.all(lanes.values());
+    },
+    wake: () => idle.wake(),
+    tokenFor,
+  };
+}
