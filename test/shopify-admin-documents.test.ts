@@ -77,6 +77,12 @@ describe('a code as Shopify discount input', () => {
     ['a customer Shopify does not know, a code that never expires', { shopify_customer_id: null, expires_at: null }, 'basic', (i) => {
       expect([i.context, i.endsAt]).toEqual([{ all: 'ALL' }, null]);
     }],
+    ['a customer known by an id that is not Shopify\'s', { shopify_customer_id: 'ada@example.com' }, 'basic', (i) => {
+      expect(i.context).toEqual({ all: 'ALL' });
+    }],
+    ['a customer known by a global id', { shopify_customer_id: 'gid://shopify/Customer/42' }, 'basic', (i) => {
+      expect(i.context).toEqual({ customers: { add: ['gid://shopify/Customer/42'] } });
+    }],
   ];
   it.each(cases)('%s', (_name, overrides, mutation, check) => {
     const discount = shopifyDiscountOf({ ...base, ...overrides });

@@ -98,6 +98,8 @@ const list = (v: unknown) => (Array.isArray(v) ? (v as string[]) : []);
  */
 export function shopifyDiscountOf(row: CodeTermsRow): ShopifyDiscount {
   const combinations = list(row.combinations);
+  const id = row.shopify_customer_id;
+  const shopifyCustomer = id && /^\d+$/.test(id) ? gid('Customer', id) : id && /^gid:\/\/shopify\/Customer\/\d+$/.test(id) ? id : null;
   const common: Record<string, unknown> = {
     title: row.name ? `${row.name} (${row.code})` : row.code,
     code: row.code,
@@ -105,8 +107,8 @@ export function shopifyDiscountOf(row: CodeTermsRow): ShopifyDiscount {
     endsAt: row.expires_at?.toISOString() ?? null,
     usageLimit: 1,
     appliesOncePerCustomer: true,
-    // Limited to its customer where Shopify knows them; a customer we know only by e-mail cannot be named.
-    context: row.shopify_customer_id ? { customers: { add: [gid('Customer', row.shopify_customer_id)] } } : { all: 'ALL' },
+    // Limited to its customer where Shopify knows them; one we know by another id (an e-mail, a key of the shop's own) cannot be named.
+    context: shopifyCustomer ? { customers: { add: [shopifyCustomer] } } : { all: 'ALL' },
     combinesWith: Object.fromEntries(Object.entries(COMBINES).map(([ours, theirs]) => [theirs, combinations.includes(ours)])),
   };
   const minimum = row.minimum_requirement_value === null ? null : String(row.minimum_requirement_value);
