@@ -9,7 +9,8 @@ import { type Kysely, sql } from 'kysely';
  * - shopify_webhook_registrations: each topic's subscription in Shopify, as the connection shows it.
  * - shopify_sync_jobs: everything we tell Shopify, queued per shop (one job per shop, kind and
  *   subject), claimed by leases, retried with backoff, and kept as failed with Shopify's reason.
- * - discount_codes.shopify_*: a code's sync state and its id in Shopify.
+ * - discount_codes.shopify_*: a code's sync state and its id in Shopify; pending from its insert
+ *   when its shop is connected.
  */
 export async function up(db: Kysely<any>): Promise<void> {
   await sql`
@@ -53,9 +54,24 @@ export async function up(db: Kysely<any>): Promise<void> {
       add column shopify_sync text check (shopify_sync in ('pending', 'synced', 'failed')),
       add column shopify_id text,
       add column shopify_error text`.execute(db);
+  // A code of a shop connected to the Admin API is pending from its first moment, in the
+  // transaction that issues it (its creation job follows from the outbox): never shown as not synced.
+  await sql`
+    create function discount_codes_shopify_pending() returns trigger language plpgsql as $$
+    begin
+      if exists (select 1 from shopify_admin_connections where shop_id = new.shop_id) then
+        new.shopify_sync := 'pending';
+      end if;
+      return new;
+    end $$`.execute(db);
+  await sql`
+    create trigger discount_codes_shopify_pending before insert on discount_codes
+    for each row execute function discount_codes_shopify_pending()`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
+  await sql`drop trigger discount_codes_shopify_pending on discount_codes`.execute(db);
+  await sql`drop function discount_codes_shopify_pending()`.execute(db);
   await sql`alter table discount_codes drop column shopify_sync, drop column shopify_id, drop column shopify_error`.execute(db);
   await sql`drop table shopify_sync_jobs`.execute(db);
   await sql`drop table shopify_webhook_registrations`.execute(db);

@@ -24,12 +24,8 @@ export async function queueCodeSync(trx: Trx, events: readonly CodeEvent[]): Pro
     if (!connected.has(event.shopId)) continue;
     const codeId = (event.data as { _id?: unknown })._id;
     if (typeof codeId !== 'string') continue;
-    if (event.type === 'redemptions/created') {
-      await trx.updateTable('discount_codes').set({ shopify_sync: 'pending' }).where('id', '=', codeId).where('shopify_sync', 'is', null).execute();
-      await enqueueSyncJob(trx, event.shopId, 'code_create', codeId);
-    } else {
-      await enqueueSyncJob(trx, event.shopId, 'code_deactivate', codeId);
-    }
+    // The code is pending already (a trigger marks the codes of connected shops as they are issued).
+    await enqueueSyncJob(trx, event.shopId, event.type === 'redemptions/created' ? 'code_create' : 'code_deactivate', codeId);
   }
 }
 
