@@ -231,4 +231,16 @@ describe('codes in Shopify', () => {
     expect((await checkLedger(t.app.database.db, s.shopId)).problems).toEqual([]);
     expect(await points(s, '7000000000000000103')).toBe(700);
   });
+
+  // Last in the file: it moves the app's clock a month on.
+  it('a code that expires here is deactivated in Shopify', async () => {
+    await t.customer(s.shopId, '7000000000000000105', 1000);
+    const text = await redeem(s, '7000000000000000105');
+    await until(async () => (await code(s, '7000000000000000105', text)).shopifySync === 'synced', 10_000, 'synced');
+    offset += 31 * 86_400_000;
+    await until(async () => (await code(s, '7000000000000000105', text)).status === 'expired', 10_000, 'expired by the scheduler');
+    const store = shopify.store(s.domain);
+    await until(async () => store.discountStatus(store.discountByCode(text)!) === 'EXPIRED', 10_000, 'deactivated');
+    expect(store.callsTo('discountCodeDeactivate').filter((c) => (c.variables as any).id === store.discountByCode(text)!.id)).toHaveLength(1);
+  });
 });
