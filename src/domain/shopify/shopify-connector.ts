@@ -9,7 +9,7 @@ import type { ShopifyInboxRow, ShopifyInboxTable } from '../../db/schema.js';
 import type { Queryable, Trx } from '../../db/transaction.js';
 import { customerInputSchema } from '../customers/index.js';
 import { ConflictError, decodeCursor, DomainError, type DueWork, encodeCursor, failedItems, type FailingItems, failingItems, invalidCursor, newId, NotFoundError, type Page, type PageArgs, parseInput, pathToUnstorable, retrySetAside, RuleViolationError, runClaimed, type SecretBox, UnauthenticatedError, UNSTORABLE_MESSAGE, validationErrorFrom } from '../kernel/index.js';
-import { upsertOrder } from '../orders/index.js';
+import { upsertOrder, type UpsertResult } from '../orders/index.js';
 import { upsertCustomerIn } from '../program/index.js';
 import { customerInput, orderPut, parseShopifyCustomer, parseShopifyJson, parseShopifyOrder, parseShopifyRefund, type ShopifyCustomer, type ShopifyOrder, type ShopifyRefund } from './shopify-payloads.js';
 
@@ -327,7 +327,7 @@ type OrderFacts = { latest: ShopifyOrder | undefined; refunds: ShopifyRefund[] }
  * as Shopify sent them and read back as text: the database drivers parse jsonb with JSON.parse,
  * which would round the ids past 2^53.
  */
-async function recordFact(trx: Trx, shopId: string, fact: Extract<Fact, { shopifyOrderId: string }>): Promise<OrderFacts> {
+async function recordFact(trx: Trx, shopId: string, fact: Extract<Fact, { shopifyOrderId: string }>, sameStateWins = true): Promise<OrderFacts> {
   const key = { shop_id: shopId, shopify_order_id: fact.shopifyOrderId };
   const write = (changes: { refunds: RawBuilder<unknown> } | { order_body: RawBuilder<unknown> }) =>
     trx.updateTable('shopify_orders').set(changes).where('shop_id', '=', key.shop_id).where('shopify_order_id', '=', key.shopify_order_id).execute();
@@ -344,7 +344,7 @@ async function recordFact(trx: Trx, shopId: string, fact: Extract<Fact, { shopif
   if (fact.kind === 'refund') {
     refunds = { ...refunds, [fact.refund.id]: fact.raw };
     await write({ refunds: sql`refunds || jsonb_build_object(${fact.refund.id}::text, ${fact.text}::jsonb)` });
-  } else if (!latest || Date.parse(fact.order.updated_at) >= Date.parse(latest.updated_at)) {
+  } else if (!latest || Date.parse(fact.order.updated_at) > Date.parse(latest.updated_at) || (sameStateWins && fact.order.updated_at === latest.updated_at)) {
     // A state older than the one stored (webhooks come in any order) adds nothing.
     latest = fact.order;
     await write({ order_body: sql`${fact.text}::jsonb` });
@@ -405,19 +405,38 @@ export async function ensureOrderCustomer(trx: Trx, shopId: string, order: Shopi
  * order's facts and its webhook marked as waiting for the order (`inboxId`); the order's first
  * webhook applies it, and its waiting refunds then read as applied.
  */
-async function applyOrder(trx: Trx, shopId: string, { latest, refunds }: OrderFacts, now: Date, inboxId: string): Promise<undefined> {
-  if (!latest) {
+async function applyOrder(trx: Trx, shopId: string, facts: OrderFacts, now: Date, inboxId: string): Promise<undefined> {
+  if (!facts.latest) {
     await trx.updateTable('shopify_inbox').set({ awaits_order: true }).where('id', '=', inboxId).execute();
     return undefined;
   }
+  await applyOrderFacts(trx, shopId, { latest: facts.latest, refunds: facts.refunds }, now);
+  return undefined;
+}
+
+async function applyOrderFacts(trx: Trx, shopId: string, { latest, refunds }: { latest: ShopifyOrder; refunds: ShopifyRefund[] }, now: Date): Promise<UpsertResult> {
   const { orderId, body } = orderPut(latest, refunds);
   await ensureOrderCustomer(trx, shopId, latest);
-  await upsertOrder(trx, shopId, orderId, body, now);
+  const result = await upsertOrder(trx, shopId, orderId, body, now);
   if (refunds.length > 0) {
     await trx.updateTable('shopify_inbox').set({ awaits_order: false }).where('shop_id', '=', shopId).where('shopify_order_id', '=', orderId).where('awaits_order', '=', true).execute();
   }
-  return undefined;
+  return result;
 }
+
+/**
+ * An order of the shop's history (its Admin API state in the webhooks' shape, `text` that shape as
+ * JSON), added to what the webhooks said of it and applied the same way: an order imported and
+ * delivered by a webhook, in either order, is one order and earns once. A webhook's body of the
+ * same `updated_at` is kept over the import's (it is Shopify's own REST shape, refunds line by line).
+ */
+export async function applyImportedOrder(trx: Trx, shopId: string, order: ShopifyOrder, text: string, now: Date): Promise<UpsertResult> {
+  const facts = await recordFact(trx, shopId, { kind: 'order', shopifyOrderId: order.id, order, raw: undefined, text }, false);
+  return applyOrderFacts(trx, shopId, { latest: facts.latest ?? order, refunds: facts.refunds }, now);
+}
+
+/** A customer of the shop's history, applied as customers/create is (an older state than one applied changes nothing). */
+export const applyImportedCustomer = (trx: Trx, shopId: string, customer: ShopifyCustomer) => applyCustomer(trx, shopId, customer);
 
 /**
  * Deletes webhooks processed before `before` (SHOPIFY_INBOX_RETENTION_DAYS ago, in the retention
