@@ -370,6 +370,9 @@ describe('shopify import in the CLI', () => {
       expect(refused.code).toBe(1);
       expect(JSON.parse(refused.stdout)).toMatchObject({ error: 'shopify_admin_not_connected' });
 
+      const badDate = await cli(['shopify', 'import', '--shop', shop.shopId, '--since', '2026-02-30'], env).done;
+      expect([badDate.code, badDate.stderr]).toEqual([1, expect.stringContaining('expected a date such as 2026-01-01')]);
+
       const killed = cli(args, env);
       // Half the orders' file served (its customers' file has 10 lines), and batches of it committed.
       await until(() => proxy.state.total === ORDERS * 2 && proxy.state.sent >= ORDERS, 60_000, 'half the orders served');

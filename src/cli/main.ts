@@ -280,8 +280,10 @@ program
 /** --since: a day (midnight UTC) or an instant, in ISO 8601. */
 function sinceDate(value: string): Date {
   const text = value.trim();
-  const at = /^\d{4}-\d{2}-\d{2}$/.test(text) ? new Date(`${text}T00:00:00Z`) : /^\d{4}-\d{2}-\d{2}T/.test(text) ? new Date(text) : new Date(NaN);
-  if (Number.isNaN(at.getTime())) throw new InvalidArgumentError('expected a date such as 2026-01-01, or an instant such as 2026-01-01T09:00:00Z');
+  const day = /^\d{4}-\d{2}-\d{2}$/.test(text);
+  const at = day ? new Date(`${text}T00:00:00Z`) : /^\d{4}-\d{2}-\d{2}T/.test(text) ? new Date(text) : new Date(NaN);
+  // A day the calendar does not have (2026-02-30) would otherwise roll over into the next month.
+  if (Number.isNaN(at.getTime()) || (day && at.toISOString().slice(0, 10) !== text)) throw new InvalidArgumentError('expected a date such as 2026-01-01, or an instant such as 2026-01-01T09:00:00Z');
   if (at.getTime() > Date.now()) throw new InvalidArgumentError('must not be in the future');
   return at;
 }
