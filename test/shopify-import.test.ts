@@ -240,6 +240,32 @@ describe('shopify import', () => {
     expect(stored.status).toBe('paid');
   });
 
+  it('a bulk operation that fails stops the run with Shopify\'s reason; the next run starts it anew, and a result gone is asked for again', async () => {
+    const shop = await connectedShop(t, 'Failing');
+    const ann = seedCustomer(shop.store, 'ann@example.com', '2026-07-01T10:00:00Z');
+    seedOrder(shop.store, { customer: ann, createdAt: '2026-07-03T10:00:00Z', lines: [{ cents: 1000, quantity: 1 }] });
+    shop.store.bulkProgress = 'manual';
+    const run = () => importShopifyHistory({ db: t.app.database.db, secrets, urls: { baseUrlTemplate: baseUrl() }, shopId: shop.shopId, since: new Date(SINCE), maxPollMs: 50 });
+    const failing = run().catch((err: unknown) => err);
+    await until(() => shop.store.bulkOperations.size === 1, 10_000, 'the customers\' bulk operation');
+    const [op] = shop.store.bulkOperations.values();
+    op!.errorCode = 'TIMEOUT';
+    shop.store.advanceBulkOperations();
+    shop.store.advanceBulkOperations();
+    expect(await failing).toMatchObject({ code: 'shopify_bulk_operation_failed', message: expect.stringContaining('ended FAILED (TIMEOUT)') });
+    const db = t.app.database.db;
+    expect(await shopifyImportOf(db, shop.shopId)).toMatchObject({ phase: 'customers', bulkOperationId: null, error: expect.stringContaining('TIMEOUT') });
+
+    // The customers' phase done, the orders' result no longer there (Shopify keeps it a week).
+    shop.store.bulkProgress = 'auto';
+    const gone = `${shopify.url}/bulk-results/404.jsonl`;
+    await db.updateTable('shopify_imports').set({ phase: 'orders', bulk_operation_id: 'gid://shopify/BulkOperation/1', result_url: gone, object_count: 2, lines_applied: 0 }).where('shop_id', '=', shop.shopId).execute();
+    const resumed = await run();
+    expect(resumed).toMatchObject({ resumed: true, orders: 1, state: { phase: 'done', ordersApplied: 1, error: null } });
+    expect(shop.store.callsTo('bulkOperationRunQuery')).toHaveLength(2);
+    expect(await pointsOf(db, shop.shopId)).toEqual({ 'ann@example.com': 10 });
+  });
+
   it('a shop without an Admin API connection is told to connect first, and nothing starts', async () => {
     const shop = await connectedShop(t, 'Unconnected', false);
     const failure = await importOnce(t, shop).catch((err: unknown) => err);
