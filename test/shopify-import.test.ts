@@ -240,6 +240,30 @@ describe('shopify import', () => {
     expect(stored.status).toBe('paid');
   });
 
+  it('webhooks of the same orders racing the import leave each order once, earning once', async () => {
+    const shop = await connectedShop(t, 'Racing');
+    const customers = Array.from({ length: 4 }, (_, i) => seedCustomer(shop.store, `r${i}@example.com`, '2026-07-01T10:00:00Z'));
+    const orders = Array.from({ length: 40 }, (_, i) =>
+      seedOrder(shop.store, { customer: customers[i % 4]!, createdAt: `2026-07-02T10:${String(i).padStart(2, '0')}:00Z`, lines: [{ cents: 100 * (1 + (i % 5)), quantity: 1 }] }),
+    );
+    // Each order's orders/create, and for half of them a later orders/paid, delivered while the import applies them.
+    const webhooks = Promise.all(
+      orders.flatMap((order, i) => {
+        const customer = customers[i % 4]!;
+        const create = deliver(t, shop, 'orders/create', webhookBody(order, customer, order.updatedAt as string));
+        return i % 2 ? [create] : [create, deliver(t, shop, 'orders/paid', webhookBody(order, customer, '2026-07-03T00:00:00Z'))];
+      }),
+    );
+    const [result] = await Promise.all([importOnce(t, shop), webhooks]);
+    expect(result.state).toMatchObject({ phase: 'done', ordersApplied: 40 });
+    const db = t.app.database.db;
+    const { orders: rows, ledger } = await snapshot(db, shop.shopId);
+    expect(rows).toHaveLength(40);
+    expect(ledger).toHaveLength(40);
+    const expected = Object.fromEntries(customers.map((c, k) => [c.email, orders.reduce((sum, _o, i) => (i % 4 === k ? sum + 1 + (i % 5) : sum), 0)]));
+    expect(await pointsOf(db, shop.shopId)).toEqual(expected);
+  });
+
   it('a bulk operation that fails stops the run with Shopify\'s reason; the next run starts it anew, and a result gone is asked for again', async () => {
     const shop = await connectedShop(t, 'Failing');
     const ann = seedCustomer(shop.store, 'ann@example.com', '2026-07-01T10:00:00Z');
