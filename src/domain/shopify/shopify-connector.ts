@@ -9,7 +9,7 @@ import type { ShopifyInboxRow, ShopifyInboxTable } from '../../db/schema.js';
 import type { Queryable, Trx } from '../../db/transaction.js';
 import { customerInputSchema } from '../customers/index.js';
 import { ConflictError, decodeCursor, DomainError, type DueWork, encodeCursor, failedItems, type FailingItems, failingItems, invalidCursor, newId, NotFoundError, type Page, type PageArgs, parseInput, pathToUnstorable, retrySetAside, RuleViolationError, runClaimed, type SecretBox, UnauthenticatedError, UNSTORABLE_MESSAGE, validationErrorFrom } from '../kernel/index.js';
-import { upsertOrder, type UpsertResult } from '../orders/index.js';
+import { upsertOrder } from '../orders/index.js';
 import { upsertCustomerIn } from '../program/index.js';
 import { customerInput, orderPut, parseShopifyCustomer, parseShopifyJson, parseShopifyOrder, parseShopifyRefund, type ShopifyCustomer, type ShopifyOrder, type ShopifyRefund } from './shopify-payloads.js';
 
@@ -418,14 +418,13 @@ async function applyOrder(trx: Trx, shopId: string, facts: OrderFacts, now: Date
   return undefined;
 }
 
-async function applyOrderFacts(trx: Trx, shopId: string, { latest, refunds }: { latest: ShopifyOrder; refunds: ShopifyRefund[] }, now: Date): Promise<UpsertResult> {
+async function applyOrderFacts(trx: Trx, shopId: string, { latest, refunds }: { latest: ShopifyOrder; refunds: ShopifyRefund[] }, now: Date): Promise<void> {
   const { orderId, body } = orderPut(latest, refunds);
   await ensureOrderCustomer(trx, shopId, latest);
-  const result = await upsertOrder(trx, shopId, orderId, body, now);
+  await upsertOrder(trx, shopId, orderId, body, now);
   if (refunds.length > 0) {
     await trx.updateTable('shopify_inbox').set({ awaits_order: false }).where('shop_id', '=', shopId).where('shopify_order_id', '=', orderId).where('awaits_order', '=', true).execute();
   }
-  return result;
 }
 
 /**
@@ -434,9 +433,9 @@ async function applyOrderFacts(trx: Trx, shopId: string, { latest, refunds }: { 
  * delivered by a webhook, in either order, is one order and earns once. A webhook's body of the
  * same `updated_at` is kept over the import's (it is Shopify's own REST shape, refunds line by line).
  */
-export async function applyImportedOrder(trx: Trx, shopId: string, order: ShopifyOrder, text: string, now: Date): Promise<UpsertResult> {
+export async function applyImportedOrder(trx: Trx, shopId: string, order: ShopifyOrder, text: string, now: Date): Promise<void> {
   const facts = await recordFact(trx, shopId, { kind: 'order', shopifyOrderId: order.id, order, raw: undefined, text }, false);
-  return applyOrderFacts(trx, shopId, { latest: facts.latest ?? order, refunds: facts.refunds }, now);
+  await applyOrderFacts(trx, shopId, { latest: facts.latest ?? order, refunds: facts.refunds }, now);
 }
 
 /** A customer of the shop's history, applied as customers/create is, unless the same state or a newer one was applied already. */
