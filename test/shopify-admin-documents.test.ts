@@ -4,7 +4,7 @@ import { buildClientSchema, getVariableValues, type GraphQLSchema, type Introspe
 import { describe, expect, it } from 'vitest';
 import { type CodeTermsRow, percentFraction, shopifyDiscountOf } from '../src/domain/shopify/index.js';
 import { SHOPIFY_API_VERSION } from '../src/shopify-admin/client.js';
-import { DISCOUNT_CODE_BASIC_CREATE, DISCOUNT_CODE_FREE_SHIPPING_CREATE, OPERATIONS, type Operation } from '../src/shopify-admin/operations.js';
+import { DISCOUNT_CODE_BASIC_CREATE, DISCOUNT_CODE_FREE_SHIPPING_CREATE, historyQuery, OPERATIONS, type Operation } from '../src/shopify-admin/operations.js';
 
 // Every document the service sends, and every input it builds, checked against Shopify's published
 // Admin schema of the pinned version (test/fixtures/shopify/README.md): a field Shopify renamed or
@@ -22,6 +22,10 @@ function variableErrors(operation: Operation, variables: Record<string, unknown>
 describe(`the documents sent to Shopify's Admin API ${SHOPIFY_API_VERSION}`, () => {
   it.each(OPERATIONS.map((o) => [o.name, o] as const))('%s is valid against the schema', (_name, operation) => {
     expect(validate(schema, parse(operation.query)).map((e) => e.message)).toEqual([]);
+  });
+
+  it.each(['customers', 'orders'] as const)('the history import\'s bulk query of %s is valid against the schema', (phase) => {
+    expect(validate(schema, parse(historyQuery(phase, new Date('2026-01-01T00:00:00Z')))).map((e) => e.message)).toEqual([]);
   });
 
   it('a misspelt field is caught (the check itself works)', () => {

@@ -1,4 +1,4 @@
-// `npm run cli -- …`: shops, API keys, migrations and the customers and orders imports, on the server's database.
+// `npm run cli -- …`: shops, API keys, migrations, the customers and orders imports and the Shopify history import, on the server's database.
 import { access, constants } from 'node:fs/promises';
 import { Presets, SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError } from 'commander';
@@ -10,6 +10,8 @@ import { DEFAULT_REPORT_LIMIT, importCustomers, importOrders, type ImportRejecti
 import { DomainError, type FailureFilter, listFailures, retrySetAside } from '../domain/kernel/index.js';
 import { parseShopifyJson } from '../domain/shopify/index.js';
 import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops/index.js';
+import { DEFAULT_IMPORT_BATCH, type HistoryImportResult, importShopifyHistory } from '../shopify-admin/history-import.js';
+import { createSecretBox, loadSecretsKey } from '../webhooks/secret-box.js';
 import { countRecords, detectFormat, ImportFileError, ORDER_COLUMNS, readImportFile } from './import-file.js';
 
 const program = new Command('loyalty')
@@ -274,6 +276,69 @@ program
     if (rejectedCount) process.exitCode = EXIT_LINES_REJECTED;
   })
   .addHelpText('after', `\nExit code: 0 when every line was imported, ${EXIT_LINES_REJECTED} when some were refused (the first ${DEFAULT_REPORT_LIMIT} are listed, all are counted), 1 when it failed.`);
+
+/** --since: a day (midnight UTC) or an instant, in ISO 8601. */
+function sinceDate(value: string): Date {
+  const text = value.trim();
+  const day = /^\d{4}-\d{2}-\d{2}$/.test(text);
+  const at = day ? new Date(`${text}T00:00:00Z`) : /^\d{4}-\d{2}-\d{2}T/.test(text) ? new Date(text) : new Date(NaN);
+  // A day the calendar does not have (2026-02-30) would otherwise roll over into the next month.
+  if (Number.isNaN(at.getTime()) || (day && at.toISOString().slice(0, 10) !== text)) throw new InvalidArgumentError('expected a date such as 2026-01-01, or an instant such as 2026-01-01T09:00:00Z');
+  if (at.getTime() > Date.now()) throw new InvalidArgumentError('must not be in the future');
+  return at;
+}
+
+program
+  .command('shopify')
+  .description('the shop\'s Shopify store, connected to its Admin API')
+  .command('import')
+  .description(
+    'bring the customers and orders created in the Shopify store since --since, by Shopify\'s bulk operations: orders earn by the ' +
+      'shop\'s rules as the connector\'s webhooks do, and an order imported and also delivered by a webhook is one order that earns once. ' +
+      'A run stopped anywhere (even killed) is resumed by running the same command again; a finished import run again changes nothing.',
+  )
+  .requiredOption(...SHOP_OPTION)
+  .requiredOption('--since <date>', 'what was created from this day (UTC) or instant on, e.g. 2026-01-01', sinceDate)
+  .option('--batch-size <objects>', 'customers or orders per transaction', batchSize, DEFAULT_IMPORT_BATCH)
+  .action(async (opts: { shop: string; since: Date; batchSize: number }) => {
+    const config = loadConfig();
+    const secrets = createSecretBox(loadSecretsKey({ secretsKey: config.secretsKey, dataDir: config.dataDir }).key);
+    const bar = process.stderr.isTTY
+      ? new SingleBar({ stream: process.stderr, format: '{phase} |{bar}| {value}/{total} lines', hideCursor: true }, Presets.shades_classic)
+      : undefined;
+    let shown: string | undefined;
+    let result: HistoryImportResult;
+    try {
+      result = await withDatabase(async (db) =>
+        importShopifyHistory({
+          db,
+          secrets,
+          urls: { baseUrlTemplate: config.shopifyAdminBaseUrl },
+          shopId: (await findShop(db, opts.shop)).id,
+          since: opts.since,
+          batchSize: opts.batchSize,
+          onProgress: (phase, applied, total) => {
+            if (shown !== phase) {
+              bar?.stop();
+              bar?.start(total, applied, { phase });
+              shown = phase;
+            } else bar?.update(applied);
+          },
+        }),
+      );
+    } finally {
+      bar?.stop();
+    }
+    const { state, resumed, customers, orders, skipped, skippedCount } = result;
+    const lines = [
+      `${resumed ? 'Resumed and finished' : 'Finished'} the import of what was created since ${state.since.toISOString()}: ` +
+        `${state.customersApplied} customer(s) and ${state.ordersApplied} order(s) applied in all (${customers} and ${orders} by this run).`,
+    ];
+    if (skippedCount) {
+      lines.push(`Left out ${skippedCount} object(s)${skippedCount > skipped.length ? `; the first ${skipped.length}` : ''}:`, ...skipped.map((s) => `  ${s.id}: ${s.reason}`));
+    }
+    print(lines.join('\n'), { ...state, resumed, run: { customers, orders, skipped, skippedCount } });
+  });
 
 function printImportResult(file: string, result: ImportResult): void {
   const { imported, created, updated, unchanged, balancesSet, rejected, rejectedCount, referralsLinked, referralErrors, referralErrorCount } =

@@ -215,6 +215,23 @@ export interface ShopifySyncJobsTable {
 }
 export type ShopifySyncJobRow = Selectable<ShopifySyncJobsTable>;
 
+export interface ShopifyImportsTable {
+  shop_id: string;
+  since: Date;
+  phase: 'customers' | 'orders' | 'done';
+  bulk_operation_id: ColumnType<string | null, string | null | undefined, string | null>;
+  result_url: ColumnType<string | null, string | null | undefined, string | null>;
+  object_count: ColumnType<number | null, number | null | undefined, number | null>;
+  lines_applied: Defaulted<number>;
+  customers_applied: Defaulted<number>;
+  orders_applied: Defaulted<number>;
+  orders_skipped: Defaulted<number>;
+  started_at: Defaulted<Date>;
+  finished_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  error: ColumnType<string | null, string | null | undefined, string | null>;
+}
+export type ShopifyImportRow = Selectable<ShopifyImportsTable>;
+
 export interface ReferralCodesTable {
   customer_id: string;
   shop_id: string;
@@ -627,6 +644,7 @@ export interface Database {
   shopify_admin_connections: ShopifyAdminConnectionsTable;
   shopify_webhook_registrations: ShopifyWebhookRegistrationsTable;
   shopify_sync_jobs: ShopifySyncJobsTable;
+  shopify_imports: ShopifyImportsTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;

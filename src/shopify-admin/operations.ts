@@ -59,6 +59,51 @@ export const WEBHOOK_SUBSCRIPTION_DELETE = op(
   `mutation WebhookSubscriptionDelete($id: ID!) { webhookSubscriptionDelete(id: $id) { deletedWebhookSubscriptionId userErrors { field message } } }`,
 );
 
+/**
+ * The history import (history-import.ts): a bulk query runs at Shopify, costing the bucket only the
+ * mutation that starts it; its status is then read by id (`currentBulkOperation` is deprecated in
+ * 2026-07). `groupObjects: true` because the import depends on it: an order's line items follow the
+ * order in the result, so it is applied whole, in file order, a batch at a time (the flat output,
+ * the default since 2026-01, may put them anywhere in the file).
+ */
+export const BULK_OPERATION_RUN_QUERY = op(
+  'BulkOperationRunQuery',
+  10,
+  `mutation BulkOperationRunQuery($query: String!) {
+    bulkOperationRunQuery(query: $query, groupObjects: true) { bulkOperation { id status } userErrors { field message code } }
+  }`,
+);
+
+export const BULK_OPERATION = op(
+  'BulkOperation',
+  1,
+  `query BulkOperation($id: ID!) { bulkOperation(id: $id) { id status errorCode objectCount url } }`,
+);
+
+const MONEY = '{ shopMoney { amount } }';
+const BULK_CUSTOMER = `legacyResourceId defaultEmailAddress { emailAddress } createdAt updatedAt`;
+
+/**
+ * The bulk queries of the history import, for what was created since `since`: the fields
+ * src/domain/shopify/bulk-payloads.ts maps onto the webhooks' shapes. Each order's customer comes
+ * with it (an order may name one created before `since`).
+ */
+export function historyQuery(phase: 'customers' | 'orders', since: Date): string {
+  const filter = JSON.stringify(`created_at:>='${since.toISOString()}'`);
+  if (phase === 'customers') return `{ customers(query: ${filter}, sortKey: CREATED_AT) { edges { node { id ${BULK_CUSTOMER} } } } }`;
+  return `{ orders(query: ${filter}, sortKey: CREATED_AT) { edges { node {
+    id legacyResourceId email test currencyCode displayFinancialStatus cancelledAt processedAt updatedAt
+    totalPriceSet ${MONEY} totalTaxSet ${MONEY} totalShippingPriceSet ${MONEY} discountCodes
+    customer { ${BULK_CUSTOMER} }
+    refunds { legacyResourceId createdAt totalRefundedSet ${MONEY} }
+    lineItems { edges { node {
+      id quantity currentQuantity isGiftCard originalUnitPriceSet ${MONEY}
+      product { legacyResourceId } variant { legacyResourceId }
+      discountAllocations { allocatedAmountSet ${MONEY} discountApplication { ... on DiscountCodeApplication { code } } }
+    } } }
+  } } } }`;
+}
+
 export const OPERATIONS: readonly Operation[] = [
   APP_SCOPES,
   DISCOUNT_CODE_BASIC_CREATE,
@@ -68,4 +113,6 @@ export const OPERATIONS: readonly Operation[] = [
   WEBHOOK_SUBSCRIPTIONS,
   WEBHOOK_SUBSCRIPTION_CREATE,
   WEBHOOK_SUBSCRIPTION_DELETE,
+  BULK_OPERATION_RUN_QUERY,
+  BULK_OPERATION,
 ];

@@ -2,17 +2,18 @@ import type { DB } from '../db/database.js';
 import type { SecretBox } from '../domain/kernel/index.js';
 import {
   claimSyncJobs, codeToSync, failSyncJob, finishSyncJob, openAdminConnection, type OpenAdminConnection, queueCodeSync, recordCodeRefused,
-  recordCodeSynced, recordWebhookRegistration, renewAdminToken, returnSyncJob, SHOPIFY_TOPICS, shopsWithDueJobs, type SyncJob, unsyncCode,
+  recordCodeSynced, recordWebhookRegistration, returnSyncJob, SHOPIFY_TOPICS, shopsWithDueJobs, type SyncJob, unsyncCode,
 } from '../domain/shopify/index.js';
 import type { OutboxHandler } from '../events/outbox-relay.js';
 import { wakeableSleep } from '../events/wakeable-sleep.js';
 import type { Logger } from '../logger.js';
-import { adminClient, type AdminClient, clientCredentialsToken, type CallCost, ShopifyAdminError, type StoreUrls } from './client.js';
+import { adminClient, type AdminClient, type CallCost, ShopifyAdminError, type StoreUrls } from './client.js';
 import {
   DISCOUNT_CODE_BASIC_CREATE, DISCOUNT_CODE_BY_CODE, DISCOUNT_CODE_DEACTIVATE, DISCOUNT_CODE_FREE_SHIPPING_CREATE, type Operation,
   WEBHOOK_SUBSCRIPTION_CREATE, WEBHOOK_SUBSCRIPTIONS,
 } from './operations.js';
 import { ShopThrottle } from './throttle.js';
+import { adminToken } from './token.js';
 
 /**
  * Tells Shopify what the sync jobs say (DESIGN.md "Shopify, the Admin side"): codes created and
@@ -25,8 +26,6 @@ import { ShopThrottle } from './throttle.js';
 
 /** Where Shopify sends the webhooks the connector registers. */
 export const SHOPIFY_WEBHOOK_PATH = '/integrations/shopify/webhooks';
-/** A client-credentials token is renewed this long before it lapses. */
-const RENEW_BEFORE_MS = 60 * 60 * 1000;
 
 export type ShopifySyncOptions = {
   db: DB;
@@ -65,17 +64,7 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
   let running = false;
   let loop: Promise<void> | undefined;
 
-  async function tokenFor(connection: OpenAdminConnection): Promise<string> {
-    const { credentials } = connection;
-    if (credentials.auth === 'access_token') return credentials.accessToken;
-    if (connection.accessToken && connection.tokenExpiresAt && connection.tokenExpiresAt.getTime() - now() > RENEW_BEFORE_MS) return connection.accessToken;
-    const granted = await clientCredentialsToken(urls, connection.shopDomain, credentials.clientId, credentials.clientSecret);
-    const expiresAt = new Date(now() + granted.expiresInSeconds * 1000);
-    await renewAdminToken(db, secrets, connection.shopId, granted.accessToken, expiresAt, granted.scopes);
-    connection.accessToken = granted.accessToken;
-    connection.tokenExpiresAt = expiresAt;
-    return granted.accessToken;
-  }
+  const tokenFor = (connection: OpenAdminConnection) => adminToken(db, secrets, urls, connection, now());
 
   /** Sends one call once the shop's bucket holds its cost, and keeps what the answer said of the bucket. */
   async function call<T>(shopId: string, client: AdminClient, operation: Operation, variables?: Record<string, unknown>): Promise<T> {

@@ -1,5 +1,6 @@
 // Shopify: the connector's inbox of Shopify webhooks, checked, stored and applied as orders,
-// refunds and customers; and the Admin side: the connection, and the queue of what we tell Shopify.
+// refunds and customers; and the Admin side: the connection, the queue of what we tell Shopify, and
+// the history brought in by bulk operations.
 
 export {
   ensureOrderCustomer, getShopifyConnection, SHOPIFY_TOPICS, listShopifyWebhooks, purgeProcessedShopifyWebhooks, receiveShopifyWebhook,
@@ -13,4 +14,9 @@ export {
   REQUIRED_SCOPES, saveAdminConnection, storeDomainOf, type WebhookRegistration,
 } from './admin-connection.js';
 export { codeToSync, type CodeTermsRow, type CodeToSync, gid, percentFraction, shopifyDiscountOf, queueCodeSync, recordCodeRefused, recordCodeSynced, type ShopifyDiscount, unsyncCode } from './code-sync.js';
+export { type BulkObject, customerFromBulk, orderFromBulk } from './bulk-payloads.js';
+export {
+  applyImportBatch, type BatchOutcome, beginShopifyImport, type BulkGroup, finishImportPhase, type ImportPhase, recordBulkOperation, recordBulkResult,
+  recordImportError, restartImportPhase, type ShopifyImport, shopifyImportOf,
+} from './history-import.js';
 export { claimSyncJobs, enqueueSyncJob, failSyncJob, finishSyncJob, returnSyncJob, shopsWithDueJobs, SYNC_KINDS, type SyncJob, type SyncKind, syncJobCounts } from './sync-jobs.js';

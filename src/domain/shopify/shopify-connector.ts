@@ -318,6 +318,9 @@ function factOf(row: ShopifyInboxRow): Fact {
   return { kind: 'order', shopifyOrderId: order.id, order, raw, text: row.body };
 }
 
+/** How much newer a state is than the one stored (ms; positive when there is none). */
+const ahead = (order: ShopifyOrder, stored: ShopifyOrder | undefined) => (stored ? Date.parse(order.updated_at) - Date.parse(stored.updated_at) : 1);
+
 /** What Shopify has said of one order: its latest body (by updated_at), if any yet, and every refund once. */
 type OrderFacts = { latest: ShopifyOrder | undefined; refunds: ShopifyRefund[] };
 
@@ -325,9 +328,10 @@ type OrderFacts = { latest: ShopifyOrder | undefined; refunds: ShopifyRefund[] }
  * Adds an order's or a refund's body to what Shopify has said of the order (shopify_orders, its
  * row locked: one order's webhooks apply one at a time), and returns all of it. Bodies are stored
  * as Shopify sent them and read back as text: the database drivers parse jsonb with JSON.parse,
- * which would round the ids past 2^53.
+ * which would round the ids past 2^53. A body of the same updated_at as the stored one replaces it
+ * unless `sameStateWins` is false (the history import: a webhook's own body is kept over it).
  */
-async function recordFact(trx: Trx, shopId: string, fact: Extract<Fact, { shopifyOrderId: string }>): Promise<OrderFacts> {
+async function recordFact(trx: Trx, shopId: string, fact: Extract<Fact, { shopifyOrderId: string }>, sameStateWins = true): Promise<OrderFacts> {
   const key = { shop_id: shopId, shopify_order_id: fact.shopifyOrderId };
   const write = (changes: { refunds: RawBuilder<unknown> } | { order_body: RawBuilder<unknown> }) =>
     trx.updateTable('shopify_orders').set(changes).where('shop_id', '=', key.shop_id).where('shopify_order_id', '=', key.shopify_order_id).execute();
@@ -344,7 +348,7 @@ async function recordFact(trx: Trx, shopId: string, fact: Extract<Fact, { shopif
   if (fact.kind === 'refund') {
     refunds = { ...refunds, [fact.refund.id]: fact.raw };
     await write({ refunds: sql`refunds || jsonb_build_object(${fact.refund.id}::text, ${fact.text}::jsonb)` });
-  } else if (!latest || Date.parse(fact.order.updated_at) >= Date.parse(latest.updated_at)) {
+  } else if (ahead(fact.order, latest) > 0 || (ahead(fact.order, latest) === 0 && sameStateWins)) {
     // A state older than the one stored (webhooks come in any order) adds nothing.
     latest = fact.order;
     await write({ order_body: sql`${fact.text}::jsonb` });
@@ -357,10 +361,10 @@ const signedUpAt = (customer: { created_at?: string | null }) => (customer.creat
 
 /**
  * Records a customer's state as the latest one applied, unless a newer one was (then false: this
- * one is older and changes nothing). The row lock orders one customer's states; a state without
- * updated_at cannot be placed and always applies.
+ * one is older and changes nothing), or the same one and `sameStateWins` is false. The row lock
+ * orders one customer's states; a state without updated_at cannot be placed and always applies.
  */
-async function isNewestCustomerState(trx: Trx, shopId: string, customer: { id: string; updated_at?: string | null }): Promise<boolean> {
+async function isNewestCustomerState(trx: Trx, shopId: string, customer: { id: string; updated_at?: string | null }, sameStateWins = true): Promise<boolean> {
   if (!customer.updated_at) return true;
   const row = await trx
     .insertInto('shopify_customers')
@@ -369,7 +373,7 @@ async function isNewestCustomerState(trx: Trx, shopId: string, customer: { id: s
       oc
         .columns(['shop_id', 'shopify_customer_id'])
         .doUpdateSet({ updated_at: (eb) => eb.ref('excluded.updated_at') })
-        .where('shopify_customers.updated_at', '<=', (eb) => eb.ref('excluded.updated_at')),
+        .where('shopify_customers.updated_at', sameStateWins ? '<=' : '<', (eb) => eb.ref('excluded.updated_at')),
     )
     .returning('shop_id')
     .executeTakeFirst();
@@ -377,8 +381,8 @@ async function isNewestCustomerState(trx: Trx, shopId: string, customer: { id: s
 }
 
 /** customers/create and customers/update: the customer's e-mail, unless a newer state of theirs was applied already. */
-async function applyCustomer(trx: Trx, shopId: string, customer: ShopifyCustomer): Promise<undefined> {
-  if (!(await isNewestCustomerState(trx, shopId, customer))) return undefined;
+async function applyCustomer(trx: Trx, shopId: string, customer: ShopifyCustomer, sameStateWins = true): Promise<undefined> {
+  if (!(await isNewestCustomerState(trx, shopId, customer, sameStateWins))) return undefined;
   await upsertCustomerIn(trx, shopId, parseInput(customerInputSchema, customerInput(customer)), { signedUpAt: signedUpAt(customer) });
   return undefined;
 }
@@ -405,19 +409,37 @@ export async function ensureOrderCustomer(trx: Trx, shopId: string, order: Shopi
  * order's facts and its webhook marked as waiting for the order (`inboxId`); the order's first
  * webhook applies it, and its waiting refunds then read as applied.
  */
-async function applyOrder(trx: Trx, shopId: string, { latest, refunds }: OrderFacts, now: Date, inboxId: string): Promise<undefined> {
-  if (!latest) {
+async function applyOrder(trx: Trx, shopId: string, facts: OrderFacts, now: Date, inboxId: string): Promise<undefined> {
+  if (!facts.latest) {
     await trx.updateTable('shopify_inbox').set({ awaits_order: true }).where('id', '=', inboxId).execute();
     return undefined;
   }
+  await applyOrderFacts(trx, shopId, { latest: facts.latest, refunds: facts.refunds }, now);
+  return undefined;
+}
+
+async function applyOrderFacts(trx: Trx, shopId: string, { latest, refunds }: { latest: ShopifyOrder; refunds: ShopifyRefund[] }, now: Date): Promise<void> {
   const { orderId, body } = orderPut(latest, refunds);
   await ensureOrderCustomer(trx, shopId, latest);
   await upsertOrder(trx, shopId, orderId, body, now);
   if (refunds.length > 0) {
     await trx.updateTable('shopify_inbox').set({ awaits_order: false }).where('shop_id', '=', shopId).where('shopify_order_id', '=', orderId).where('awaits_order', '=', true).execute();
   }
-  return undefined;
 }
+
+/**
+ * An order of the shop's history (its Admin API state in the webhooks' shape, `text` that shape as
+ * JSON), added to what the webhooks said of it and applied the same way: an order imported and
+ * delivered by a webhook, in either order, is one order and earns once. A webhook's body of the
+ * same `updated_at` is kept over the import's (it is Shopify's own REST shape, refunds line by line).
+ */
+export async function applyImportedOrder(trx: Trx, shopId: string, order: ShopifyOrder, text: string, now: Date): Promise<void> {
+  const facts = await recordFact(trx, shopId, { kind: 'order', shopifyOrderId: order.id, order, raw: undefined, text }, false);
+  await applyOrderFacts(trx, shopId, { latest: facts.latest ?? order, refunds: facts.refunds }, now);
+}
+
+/** A customer of the shop's history, applied as customers/create is, unless the same state or a newer one was applied already. */
+export const applyImportedCustomer = (trx: Trx, shopId: string, customer: ShopifyCustomer) => applyCustomer(trx, shopId, customer, false);
 
 /**
  * Deletes webhooks processed before `before` (SHOPIFY_INBOX_RETENTION_DAYS ago, in the retention
