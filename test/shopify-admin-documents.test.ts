@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { type CodeTermsRow, percentFraction, shopifyDiscountOf } from '../src/domain/shopify/index.js';
 import { SHOPIFY_API_VERSION } from '../src/shopify-admin/client.js';
 import { DISCOUNT_CODE_BASIC_CREATE, DISCOUNT_CODE_FREE_SHIPPING_CREATE, OPERATIONS, type Operation } from '../src/shopify-admin/operations.js';
+import { operationCost } from './support/shopify-admin/cost.ts';
 
 // Every document the service sends, and every input it builds, checked against Shopify's published
 // Admin schema of the pinned version (test/fixtures/shopify/README.md): a field Shopify renamed or
@@ -22,6 +23,12 @@ function variableErrors(operation: Operation, variables: Record<string, unknown>
 describe(`the documents sent to Shopify's Admin API ${SHOPIFY_API_VERSION}`, () => {
   it.each(OPERATIONS.map((o) => [o.name, o] as const))('%s is valid against the schema', (_name, operation) => {
     expect(validate(schema, parse(operation.query)).map((e) => e.message)).toEqual([]);
+  });
+
+  // The throttle reserves the declared cost before sending: one below Shopify's requested cost would be throttled by Shopify instead.
+  it.each(OPERATIONS.map((o) => [o.name, o] as const))('%s declares what Shopify charges for it before it runs', (_name, operation) => {
+    const definition = parse(operation.query).definitions.find((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION)!;
+    expect(operation.cost).toBe(operationCost(schema, definition, new Map(), {}));
   });
 
   it('a misspelt field is caught (the check itself works)', () => {

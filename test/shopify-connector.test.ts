@@ -187,7 +187,7 @@ describe('receiving', () => {
     const replay = await deliver(t, domain, 'orders/paid', order, { webhookId: 'replay-1', triggeredAt: new Date(Date.now() - 5 * 24 * HOUR) });
     expect(replay.status).toBe(200);
     expect(await replay.json()).toMatchObject({ status: 'rejected' });
-    await deliver(t, domain, 'products/create', { id: 1, title: 'Tee' }, { webhookId: 'product-1' });
+    await deliver(t, domain, 'carts/create', { id: 'c1', line_items: [] }, { webhookId: 'product-1' });
     const guest = shopifyOrder({ id: 5005, customer: null, lines: [{ id: 1, product_id: 11, quantity: 1, price: '30.00' }], updated_at: '2026-11-20T10:00:00Z' });
     await deliver(t, domain, 'orders/paid', guest, { webhookId: 'guest-1' });
     await deliver(t, domain, 'orders/paid', { id: 'not an order' }, { webhookId: 'junk-1' });

@@ -4,6 +4,7 @@ import type { Queryable } from '../../db/transaction.js';
 import { inTransaction } from '../../db/transaction.js';
 import { NotFoundError, parseInput, RuleViolationError, type SecretBox } from '../kernel/index.js';
 import { enqueueSyncJob } from './sync-jobs.js';
+import { forgetStoreCatalogue, startCollectionsReconcile } from './product-collections.js';
 
 /**
  * The Admin side's connection to a shop's store (DESIGN.md "Shopify, the Admin side"): an Admin
@@ -93,6 +94,7 @@ export async function saveAdminConnection(
       .execute();
     await trx.updateTable('shops').set({ shopify_connected_at: new Date() }).where('id', '=', shopId).where('shopify_connected_at', 'is', null).execute();
     await enqueueSyncJob(trx, shopId, 'webhooks_register', '');
+    await startCollectionsReconcile(trx, shopId);
   });
 }
 
@@ -126,13 +128,14 @@ export async function renewAdminToken(db: Queryable, secrets: SecretBox, shopId:
     .execute();
 }
 
-/** Forgets the connection: its secrets, its queued work and the webhooks' states (the transport removed them from Shopify first). */
+/** Forgets the connection: its secrets, its queued work, the webhooks' states (the transport removed them from Shopify first) and what was read of the catalogue, which nothing would keep fresh. */
 export async function deleteAdminConnection(db: DB, shopId: string): Promise<void> {
   await inTransaction(db, async (trx) => {
     const gone = await trx.deleteFrom('shopify_admin_connections').where('shop_id', '=', shopId).executeTakeFirst();
     if (gone.numDeletedRows === 0n) throw new NotFoundError('shopify_admin_not_connected', 'the shop has no Shopify Admin connection');
     await trx.deleteFrom('shopify_sync_jobs').where('shop_id', '=', shopId).execute();
     await trx.deleteFrom('shopify_webhook_registrations').where('shop_id', '=', shopId).execute();
+    await forgetStoreCatalogue(trx, shopId);
     // Codes waiting to be created will not be: they stay usable where the shop applies them by hand.
     await trx.updateTable('discount_codes').set({ shopify_sync: null }).where('shop_id', '=', shopId).where('shopify_sync', '=', 'pending').execute();
   });

@@ -13,4 +13,10 @@ export {
   REQUIRED_SCOPES, saveAdminConnection, storeDomainOf, type WebhookRegistration,
 } from './admin-connection.js';
 export { codeToSync, type CodeTermsRow, type CodeToSync, gid, percentFraction, shopifyDiscountOf, queueCodeSync, recordCodeRefused, recordCodeSynced, type ShopifyDiscount, unsyncCode } from './code-sync.js';
-export { claimSyncJobs, enqueueSyncJob, failSyncJob, finishSyncJob, returnSyncJob, shopsWithDueJobs, SYNC_KINDS, type SyncJob, type SyncKind, syncJobCounts } from './sync-jobs.js';
+export {
+  claimSyncJobs, enqueueSyncJob, failSyncJob, finishSyncJob, rescheduleSyncJob, returnSyncJob, shopsWithDueJobs, SYNC_KINDS, type SyncJob, type SyncKind, syncJobCounts,
+} from './sync-jobs.js';
+export {
+  COLLECTIONS_RECONCILE_EVERY_MS, collectionsSyncState, knownCollections, legacyId, ORDER_WAITS_FOR_COLLECTIONS_MS, type ProductCollections, reconcilePosition,
+  recordProductCollections, recordReconcilePage,
+} from './product-collections.js';
