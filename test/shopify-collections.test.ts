@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inTransaction } from '../src/db/transaction.js';
+import { COLLECTIONS_RECONCILE_EVERY_MS, reconcilePosition, recordReconcilePage } from '../src/domain/shopify/index.js';
+import { requestCollectionsReconcile } from '../src/domain/shopify/product-collections.js';
 import { startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 import { createShopifyAdminStandIn, type ShopifyAdminStandIn, type ShopifyStore } from './support/shopify-admin.ts';
@@ -173,6 +176,16 @@ describe('collections read from the Admin API', () => {
     expect(withRule.pointsEarned).toBe(10 + 100);
   });
 
+  it('collections/update (a smart collection\'s rules changed: its body does not say which products) reads the catalogue again', async () => {
+    const passes = store.callsTo('products').length;
+    store.setProductCollections(`gid://shopify/Product/${products[2]}`, [`gid://shopify/Collection/${ids.sale}`]);
+    expect((await deliver('collections/update', { id: BigInt(ids.sale), title: 'Sale', updated_at: new Date().toISOString() })).status).toBe(200);
+    await until(async () => (await membership(products[2]!))?.[0] === ids.sale, 20_000, 'the pass after collections/update');
+    expect(store.callsTo('products').length).toBeGreaterThan(passes);
+    const order = await placeOrder([{ product: products[2]!, price: '10.00' }]);
+    expect(order.pointsEarned).toBe(0);
+  });
+
   it('collections/delete takes the collection off every product here, without asking Shopify', async () => {
     const calls = store.calls.length;
     const fresh = numeric(store.seedProduct({ title: 'On sale too', collections: [`gid://shopify/Collection/${ids.sale}`] }).id!);
@@ -185,5 +198,38 @@ describe('collections read from the Admin API', () => {
     const order = await placeOrder([{ product: fresh, price: '7.00' }]);
     expect(order.pointsEarned).toBe(7);
     expect(store.calls.length).toBe(readsBefore);
+  });
+
+  it('disconnecting forgets what was read (nothing would keep it fresh): orders then earn without collections, at once', async () => {
+    const res = await t.graphql(shop.apiKey, 'mutation { shopifyAdminDisconnect { userErrors { code message } } }');
+    expect(res.data.shopifyAdminDisconnect.userErrors).toEqual([]);
+    expect(await membership(products[0]!)).toBeUndefined();
+    const calls = store.calls.length;
+    const order = await placeOrder([{ product: products[0]!, price: '3.00' }]);
+    expect(order.lineItems[0]!.collectionIds).toEqual([]);
+    expect(order.pointsEarned).toBe(3);
+    expect(store.calls.length).toBe(calls);
+  });
+});
+
+describe('the reconcile pass', () => {
+  it('a collection changed during a pass does not restart it (a busy store would never finish one): another pass follows at once; a pass deletes what it did not see', async () => {
+    const { shopId } = await t.shop('Reconciling shop');
+    const db = t.app.database.db;
+    const page = (products: Array<{ productId: string; collectionIds: string[] }>, next: string | null) => ({ products, incomplete: [], next });
+    const first = await reconcilePosition(db, shopId, new Date());
+    expect(first.cursor).toBeNull();
+    await recordReconcilePage(db, shopId, page([{ productId: '9007199254740993', collectionIds: ['5'] }], 'after-page-1'), first.startedAt, new Date());
+    await inTransaction(db, (trx) => requestCollectionsReconcile(trx, shopId));
+    expect(await reconcilePosition(db, shopId, new Date())).toEqual({ cursor: 'after-page-1', startedAt: first.startedAt });
+    const dueAfterFirst = await recordReconcilePage(db, shopId, page([], null), first.startedAt, new Date());
+    expect(dueAfterFirst.getTime()).toBeLessThanOrEqual(Date.now());
+
+    // The pass that followed did not see the product (deleted in Shopify meanwhile): it goes; the next pass is in a day.
+    const second = await reconcilePosition(db, shopId, new Date(Date.now() + 5));
+    expect(second.cursor).toBeNull();
+    const dueAfterSecond = await recordReconcilePage(db, shopId, page([], null), second.startedAt, new Date(Date.now() + 5));
+    expect(dueAfterSecond.getTime()).toBeGreaterThanOrEqual(Date.now() + COLLECTIONS_RECONCILE_EVERY_MS - 60_000);
+    expect(await db.selectFrom('shopify_product_collections').select('product_id').where('shop_id', '=', shopId).execute()).toEqual([]);
   });
 });
