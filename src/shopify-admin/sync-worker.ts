@@ -175,7 +175,7 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
       incomplete: products.nodes.filter((p) => p.collections.pageInfo.hasNextPage).map((p) => legacyId(p.id)),
       next: products.pageInfo.hasNextPage ? products.pageInfo.endCursor : null,
     };
-    await rescheduleSyncJob(db, job, await recordReconcilePage(db, shopId, page, startedAt, new Date(now())));
+    await recordReconcilePage(db, job, page, startedAt, new Date(now()));
   }
 
   /** One product's collections, all of them (a gone product is in none). */

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { DB } from '../../db/database.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
-import { ensureSyncJob, enqueueSyncJob } from './sync-jobs.js';
+import { ensureSyncJob, enqueueSyncJob, rescheduleSyncJob, type SyncJob } from './sync-jobs.js';
 
 /**
  * Which collections a connected store's products are in (issue 34, item 4): Shopify's order
@@ -140,30 +140,35 @@ export async function reconcilePosition(db: Queryable, shopId: string, now: Date
 
 /**
  * Keeps one page of a pass (`next`: the cursor after it, null at the end; `incomplete`: products
- * whose collections did not fit in the page), in one transaction. At
- * the end, products the pass did not see (deleted in Shopify) go, and the job is due again after a
- * day, or at once when a collection changed during the pass. Returns when the job is next due.
+ * whose collections did not fit in the page) and makes the job due again, in one transaction: at
+ * once for the next page; at the end, after a day, or at once when a collection changed during
+ * the pass, and products the pass did not see (deleted in Shopify) go. Returns the due time.
  */
 export function recordReconcilePage(
   db: DB,
-  shopId: string,
+  job: SyncJob,
   page: { products: readonly ProductCollections[]; incomplete: readonly string[]; next: string | null },
   startedAt: Date,
   now: Date,
 ): Promise<Date> {
   const { products, incomplete, next } = page;
+  const shopId = job.shop_id;
   return inTransaction(db, async (trx) => {
     await recordProductCollections(trx, shopId, products, now);
     // In more collections than a page lists: their own read goes on (orders for them wait for it).
     for (const productId of incomplete) await ensureSyncJob(trx, shopId, 'product_collections', productId, now);
+    let due = now;
     if (next !== null) {
       await trx.updateTable('shopify_collection_reconciles').set({ cursor: next }).where('shop_id', '=', shopId).execute();
-      return now;
+    } else {
+      await trx.deleteFrom('shopify_product_collections').where('shop_id', '=', shopId).where('refreshed_at', '<', startedAt).execute();
+      const state = await trx.selectFrom('shopify_collection_reconciles').select('again').where('shop_id', '=', shopId).forUpdate().executeTakeFirst();
+      await trx.updateTable('shopify_collection_reconciles').set({ cursor: null, started_at: null, finished_at: now, again: false }).where('shop_id', '=', shopId).execute();
+      if (!state?.again) due = new Date(now.getTime() + COLLECTIONS_RECONCILE_EVERY_MS);
     }
-    await trx.deleteFrom('shopify_product_collections').where('shop_id', '=', shopId).where('refreshed_at', '<', startedAt).execute();
-    const state = await trx.selectFrom('shopify_collection_reconciles').select('again').where('shop_id', '=', shopId).forUpdate().executeTakeFirst();
-    await trx.updateTable('shopify_collection_reconciles').set({ cursor: null, started_at: null, finished_at: now, again: false }).where('shop_id', '=', shopId).execute();
-    return state?.again ? now : new Date(now.getTime() + COLLECTIONS_RECONCILE_EVERY_MS);
+    // With the page, so a crash cannot keep the page and lose where the pass is.
+    await rescheduleSyncJob(trx, job, due);
+    return due;
   });
 }
 
