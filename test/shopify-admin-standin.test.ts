@@ -408,6 +408,17 @@ describe('bulk operations', () => {
     ]);
   });
 
+  it('fails a bulk operation reading what the token may not, with ACCESS_DENIED', async () => {
+    const store = shopify.store('bulk-denied.myshopify.com');
+    const on = { token: store.addAccessToken(['read_customers']), domain: 'bulk-denied.myshopify.com' };
+    const run = await gql('mutation { bulkOperationRunQuery(query: "{ orders { edges { node { id } } } }") { bulkOperation { id } userErrors { code } } }', undefined, on);
+    const id = run.body.data!.bulkOperationRunQuery.bulkOperation.id;
+    store.advanceBulkOperations();
+    store.advanceBulkOperations();
+    const op = await gql('query ($id: ID!) { node(id: $id) { ... on BulkOperation { status errorCode url } } }', { id }, on);
+    expect(op.body.data!.node).toEqual({ status: 'FAILED', errorCode: 'ACCESS_DENIED', url: null });
+  });
+
   it('refuses an invalid bulk query and more operations than the version allows at once', async () => {
     const store = shopify.store('bulk-limit.myshopify.com', { bulkConcurrency: 1, bulkProgress: 'manual' });
     const own = store.addAccessToken(['read_customers']);
@@ -456,5 +467,6 @@ describe('failure switches and the call record', () => {
       signal: AbortSignal.timeout(300),
     });
     await expect(hung).rejects.toThrow(/abort|timeout/i);
+    expect(store.calls.map((call) => call.status)).toEqual([0]);
   });
 });

@@ -130,13 +130,15 @@ export async function createShopifyAdminStandIn(options: ShopifyAdminStandInOpti
     if (!store || req.method !== 'POST') return send(res, 404, NOT_FOUND);
 
     const body = await readBody(req);
+    const kind = path === '/admin/oauth/access_token' ? 'oauth' : 'graphql';
     const failure = store.takeFailure();
     if (failure && 'hang' in failure) {
+      record(store, { kind, status: 0 }); // 0: never answered
       hanging.add(res);
       return;
     }
     if (failure) {
-      record(store, { kind: 'graphql', status: failure.status });
+      record(store, { kind, status: failure.status });
       const bodies = {
         429: { errors: 'Exceeded 2 calls per second for api client. Reduce request rates to resume uninterrupted service.' },
         500: { errors: 'Internal Server Error' },
@@ -146,7 +148,7 @@ export async function createShopifyAdminStandIn(options: ShopifyAdminStandInOpti
       return send(res, failure.status, bodies[failure.status], failure.status === 429 ? { 'retry-after': '2.0' } : {});
     }
 
-    if (path === '/admin/oauth/access_token') return clientCredentials(store, req, body, res);
+    if (kind === 'oauth') return clientCredentials(store, req, body, res);
     const api = /^\/admin\/api\/([^/]+)\/graphql\.json$/.exec(path);
     if (!api || api[1] !== ADMIN_API_VERSION) return send(res, 404, NOT_FOUND);
 

@@ -270,9 +270,9 @@ function discountView(record: DiscountRecord, store: ShopifyStore): Obj {
       : minimum?.quantity
         ? { __typename: 'DiscountMinimumQuantity', greaterThanOrEqualToQuantity: String(minimum.quantity.greaterThanOrEqualToQuantity) }
         : null,
-    context: contextView(input),
+    context: contextView(input, store),
   };
-  if (record.kind === 'DiscountCodeBasic') codeDiscount.customerGets = customerGetsView(input, currency);
+  if (record.kind === 'DiscountCodeBasic') codeDiscount.customerGets = customerGetsView(input, store);
   else {
     codeDiscount.appliesOnOneTimePurchase = input.appliesOnOneTimePurchase ?? true;
     codeDiscount.appliesOnSubscription = input.appliesOnSubscription ?? false;
@@ -281,23 +281,25 @@ function discountView(record: DiscountRecord, store: ShopifyStore): Obj {
   return { __typename: 'DiscountCodeNode', id: record.id, codeDiscount };
 }
 
-function contextView(input: Args): Obj {
+function contextView(input: Args, store: ShopifyStore): Obj {
   const context = (input.context ?? input.customerSelection ?? {}) as { customers?: { add?: string[] } };
   if (context.customers?.add?.length) {
     // Customers the test did not seed still show, as bare ids: the service only needs them echoed.
-    return { __typename: 'DiscountCustomers', customers: context.customers.add.map((id) => ({ __typename: 'Customer', id })) };
+    return { __typename: 'DiscountCustomers', customers: context.customers.add.map((id) => store.nodes.get(id) ?? { __typename: 'Customer', id }) };
   }
   return { __typename: 'DiscountBuyerSelectionAll', all: 'ALL' };
 }
 
-function customerGetsView(input: Args, currency: string): Obj {
+function customerGetsView(input: Args, store: ShopifyStore): Obj {
+  const currency = String(store.shop.currencyCode);
   const gets = (input.customerGets ?? {}) as {
     items?: { all?: boolean; products?: { productsToAdd?: string[]; productVariantsToAdd?: string[] }; collections?: { add?: string[] } };
     value?: { percentage?: number; discountAmount?: { amount?: string; appliesOnEachItem?: boolean } };
     appliesOnOneTimePurchase?: boolean;
     appliesOnSubscription?: boolean;
   };
-  const ref = (type: string) => (id: string) => ({ __typename: type, id });
+  // A seeded object when there is one (tests asking for its title get it), else the bare id.
+  const ref = (type: string) => (id: string) => store.nodes.get(id) ?? { __typename: type, id };
   const items = gets.items?.products
     ? {
         __typename: 'DiscountProducts',
@@ -545,7 +547,7 @@ const createDiscount =
       startsAt: Date.parse(String(input.startsAt)),
       endsAt: input.endsAt == null ? null : Date.parse(String(input.endsAt)),
     };
-    ctx.store.discounts.set(record.id, record);
+    ctx.store.addDiscount(record);
     return { codeDiscountNode: discountView(record, ctx.store), userErrors: [] };
   };
 
@@ -566,7 +568,7 @@ const mutationRoot: Record<string, Root> = {
   }),
   discountCodeDelete: scoped('discountCodeDelete', 'write_discounts', (args, ctx) => {
     const id = String(args.id);
-    if (!ctx.store.discounts.delete(id)) return { deletedCodeDiscountId: null, userErrors: discountNotFound(id) };
+    if (!ctx.store.deleteDiscount(id)) return { deletedCodeDiscountId: null, userErrors: discountNotFound(id) };
     return { deletedCodeDiscountId: id, userErrors: [] };
   }),
 

@@ -23,6 +23,7 @@ export interface RecordedCall {
   store: string;
   kind: 'graphql' | 'oauth' | 'bulk-result';
   at: number;
+  /** The HTTP status answered; 0 for a request left hanging. */
   status: number;
   /** The GraphQL document as sent (graphql calls). */
   query?: string;
@@ -112,6 +113,8 @@ export class ShopifyStore {
   readonly bucket: CostBucket;
   readonly nodes = new Map<string, Obj>();
   readonly discounts = new Map<string, DiscountRecord>();
+  /** Lower-cased code → discount: Shopify's codes are unique per shop regardless of case. */
+  private readonly codes = new Map<string, DiscountRecord>();
   readonly webhooks = new Map<string, WebhookRecord>();
   readonly bulkOperations = new Map<string, BulkRecord>();
   readonly calls: RecordedCall[] = [];
@@ -331,8 +334,20 @@ export class ShopifyStore {
 
   /** A discount by its code (case-insensitive, as Shopify matches codes). */
   discountByCode(code: string): DiscountRecord | undefined {
-    const wanted = code.toLowerCase();
-    return [...this.discounts.values()].find((discount) => discount.code.toLowerCase() === wanted);
+    return this.codes.get(code.toLowerCase());
+  }
+
+  addDiscount(discount: DiscountRecord): void {
+    this.discounts.set(discount.id, discount);
+    this.codes.set(discount.code.toLowerCase(), discount);
+  }
+
+  deleteDiscount(id: string): boolean {
+    const discount = this.discounts.get(id);
+    if (!discount) return false;
+    this.discounts.delete(id);
+    this.codes.delete(discount.code.toLowerCase());
+    return true;
   }
 
   discountStatus(discount: DiscountRecord): 'ACTIVE' | 'EXPIRED' | 'SCHEDULED' {
