@@ -32,9 +32,16 @@ export async function up(db: Kysely<any>): Promise<void> {
       finished_at timestamptz,
       again boolean not null default false
     )`.execute(db);
+  // Stores connected before this: their first pass is due now (ids in the form of the service's own, 24 hex digits).
+  await sql`
+    insert into shopify_sync_jobs (id, shop_id, kind, subject)
+    select substr(md5(random()::text || clock_timestamp()::text || shop_id), 1, 24), shop_id, 'collections_reconcile', ''
+    from shopify_admin_connections
+    on conflict (shop_id, kind, subject) do nothing`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
+  await sql`delete from shopify_sync_jobs where kind in ('collections_reconcile', 'product_collections')`.execute(db);
   await sql`drop table shopify_collection_reconciles`.execute(db);
   await sql`drop table shopify_product_collections`.execute(db);
 }

@@ -1,6 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Migrator, sql } from 'kysely';
+import { migrations } from '../migrations/index.js';
+import { openDatabase } from '../src/db/database.js';
+import { migrateToLatest } from '../src/db/migrate.js';
 import { inTransaction } from '../src/db/transaction.js';
+import { createShop } from '../src/domain/shops/index.js';
 import { COLLECTIONS_RECONCILE_EVERY_MS, enqueueSyncJob, reconcilePosition, recordReconcilePage, type SyncJob } from '../src/domain/shopify/index.js';
 import { requestCollectionsReconcile } from '../src/domain/shopify/product-collections.js';
 import { startTestApp, type TestApp } from './helpers.js';
@@ -237,5 +242,24 @@ describe('the reconcile pass', () => {
     const dueAfterSecond = await recordReconcilePage(db, job, page([], null), second.startedAt, new Date(Date.now() + 5));
     expect(dueAfterSecond.getTime()).toBeGreaterThanOrEqual(Date.now() + COLLECTIONS_RECONCILE_EVERY_MS - 60_000);
     expect(await db.selectFrom('shopify_product_collections').select('product_id').where('shop_id', '=', shopId).execute()).toEqual([]);
+  });
+});
+
+describe('the migration', () => {
+  it('queues a first pass for the stores connected before it', async () => {
+    const handle = await openDatabase({ dataDir: 'memory://' });
+    try {
+      const { db } = handle;
+      const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < '2026_11_27_023'));
+      expect((await new Migrator({ db, provider: { getMigrations: async () => before } }).migrateToLatest()).error).toBeUndefined();
+      const [connected, other] = [(await createShop(db, 'Connected')).shop.id, (await createShop(db, 'Webhooks only')).shop.id];
+      await sql`update shops set shopify_domain = id || '.myshopify.com' where id in (${connected}, ${other})`.execute(db);
+      await sql`insert into shopify_admin_connections (shop_id, auth, access_token) values (${connected}, 'access_token', 'sealed')`.execute(db);
+      await migrateToLatest(db);
+      const jobs = await db.selectFrom('shopify_sync_jobs').select(['id', 'shop_id', 'kind', 'subject']).execute();
+      expect(jobs).toEqual([{ id: expect.stringMatching(/^[0-9a-f]{24}$/), shop_id: connected, kind: 'collections_reconcile', subject: '' }]);
+    } finally {
+      await handle.close();
+    }
   });
 });
