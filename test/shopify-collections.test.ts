@@ -139,6 +139,8 @@ describe('collections read from the Admin API', () => {
     // The pass ended and the next is due in a day.
     const job = await t.app.database.db.selectFrom('shopify_sync_jobs').select(['due_at', 'attempts']).where('shop_id', '=', shop.shopId).where('kind', '=', 'collections_reconcile').executeTakeFirstOrThrow();
     expect(job.due_at.getTime()).toBeGreaterThan(Date.now() + 23 * 3_600_000);
+    const view = await t.graphql(shop.apiKey, '{ shop { shopifyAdmin { productsRead collectionsReconciledAt } } }');
+    expect(view.data.shop.shopifyAdmin).toEqual({ productsRead: CATALOGUE, collectionsReconciledAt: expect.any(String) });
     await until(() => ['PRODUCTS_UPDATE', 'PRODUCTS_CREATE', 'PRODUCTS_DELETE', 'COLLECTIONS_UPDATE', 'COLLECTIONS_DELETE'].every((topic) => [...store.webhooks.values()].some((w) => w.topic === topic)), 10_000, 'webhooks registered');
   });
 

@@ -34,6 +34,13 @@ const ShopifyAdminConnection = builder.objectRef<AdminConnectionShape>('ShopifyA
     codesPending: t.int({ resolve: (c) => c.codes.pending, description: 'Codes waiting to be created in Shopify.' }),
     codesSynced: t.int({ resolve: (c) => c.codes.synced }),
     codesFailed: t.int({ resolve: (c) => c.codes.failed, description: 'Codes Shopify refused (each cancelled, its points back; see DiscountCode.shopifyError).' }),
+    productsRead: t.int({ resolve: (c) => c.catalogue.products, description: 'Products whose collections were read from the store, for earning rules\' collection lists.' }),
+    collectionsReconciledAt: t.field({
+      type: 'DateTime',
+      nullable: true,
+      resolve: (c) => c.catalogue.reconciledAt,
+      description: 'When the last full read of the products\' collections ended (one runs on connecting and daily); null before the first.',
+    }),
   }),
 });
 
