@@ -87,8 +87,9 @@ async function placeOrder(lines: Parameters<typeof orderBody>[0]) {
   return order!;
 }
 
-const membership = async (productId: string) =>
-  (await t.app.database.db.selectFrom('shopify_product_collections').select('collection_ids').where('shop_id', '=', shop.shopId).where('product_id', '=', productId).executeTakeFirst())?.collection_ids;
+const membershipIn = async (shopId: string, productId: string) =>
+  (await t.app.database.db.selectFrom('shopify_product_collections').select('collection_ids').where('shop_id', '=', shopId).where('product_id', '=', productId).executeTakeFirst())?.collection_ids;
+const membership = (productId: string) => membershipIn(shop.shopId, productId);
 
 async function rule(input: string) {
   const res = await t.graphql(shop.apiKey, `mutation { earningRuleCreate(input: { type: place_order, ${input} }) { earningRule { _id } userErrors { message } } }`);
@@ -220,6 +221,30 @@ describe('collections read from the Admin API', () => {
     expect(order.pointsEarned).toBe(3);
     expect(store.calls.length).toBe(calls);
   });
+});
+
+describe('a store with a small bucket', () => {
+  it('the reconcile waits for each page\'s cost instead of being throttled by Shopify', async () => {
+    const small = `small-bucket-${randomUUID().slice(0, 8)}.myshopify.com`;
+    const smallStore = shopify.store(small, { maximumAvailable: 1000, restoreRate: 100 });
+    const token = smallStore.addAccessToken(SCOPES);
+    // Every product in 10 collections: a page then costs all it reserved (652), nothing refunded.
+    const tens = Array.from({ length: 10 }, (_, i) => smallStore.seedCollection({ title: `C${i}` }).id!);
+    for (let i = 0; i < 100; i++) smallStore.seedProduct({ title: `Small ${i}`, collections: tens });
+    const other = await t.shop('Small bucket shop');
+    await t.graphql(other.apiKey, 'mutation($i: ShopifySettingsInput!) { shopifySettingsUpdate(input: $i) { userErrors { message } } }', { i: { shopDomain: small, webhookSecret: SECRET } });
+    const connected = await t.graphql(other.apiKey, 'mutation($i: ShopifyAdminConnectInput!) { shopifyAdminConnect(input: $i) { userErrors { code message } } }', { i: { accessToken: token } });
+    expect(connected.data.shopifyAdminConnect.userErrors).toEqual([]);
+    const read = async () => Number((await t.app.database.db.selectFrom('shopify_product_collections').select((eb) => eb.fn.countAll<string>().as('n')).where('shop_id', '=', other.shopId).executeTakeFirstOrThrow()).n);
+    await until(async () => (await read()) === 100, 30_000, 'the small store reconciled');
+    // Two pages of 652 from a bucket of 1,000 refilled at 100 a second: the second waited for the bucket
+    // to refill (about 3 s) instead of being sent to be throttled.
+    const pages = smallStore.callsTo('products');
+    expect(pages).toHaveLength(2);
+    expect(pages[1]!.at - pages[0]!.at).toBeGreaterThan(2_000);
+    expect(smallStore.calls.filter((c) => JSON.stringify(c.response ?? '').includes('THROTTLED'))).toEqual([]);
+    expect((await membershipIn(other.shopId, numeric([...smallStore.memberships.keys()][0]!)))?.length).toBe(10);
+  }, 40_000);
 });
 
 describe('the reconcile pass', () => {
