@@ -219,6 +219,11 @@ describe('collections read from the Admin API', () => {
     const order = await placeOrder([{ product: products[0]!, price: '3.00' }]);
     expect(order.lineItems[0]!.collectionIds).toEqual([]);
     expect(order.pointsEarned).toBe(3);
+    // Catalogue webhooks that were still registered change nothing and queue nothing.
+    expect((await deliver('products/update', { id: BigInt(products[1]!), title: 'Product 1' })).status).toBe(200);
+    await until(async () => (await t.app.database.db.selectFrom('shopify_inbox').select('id').where('shop_id', '=', shop.shopId).where('processed_at', 'is', null).execute()).length === 0, 10_000, 'the webhook applied');
+    expect(await t.app.database.db.selectFrom('shopify_sync_jobs').select('kind').where('shop_id', '=', shop.shopId).execute()).toEqual([]);
+    expect(await membership(products[1]!)).toBeUndefined();
     expect(store.calls.length).toBe(calls);
   });
 });

@@ -67,8 +67,7 @@ export async function collectionsForOrder(
 ): Promise<{ collections: Map<string, string[]>; waitFor: string[] }> {
   const collections = await knownCollections(trx, shopId, productIds);
   if (!productIds.length || now.getTime() - receivedAt.getTime() >= ORDER_WAITS_FOR_COLLECTIONS_MS) return { collections, waitFor: [] };
-  const connected = await trx.selectFrom('shopify_admin_connections').select('shop_id').where('shop_id', '=', shopId).executeTakeFirst();
-  if (!connected) return { collections, waitFor: [] };
+  if (!(await adminConnected(trx, shopId))) return { collections, waitFor: [] };
   const jobs = await trx
     .selectFrom('shopify_sync_jobs')
     .select(['subject', 'failed_at'])
@@ -86,6 +85,11 @@ export async function collectionsForOrder(
     }
   }
   return { collections, waitFor };
+}
+
+/** Whether the shop's Admin API is connected: without it nothing is read, and nothing waits for a read. */
+export async function adminConnected(db: Queryable, shopId: string): Promise<boolean> {
+  return (await db.selectFrom('shopify_admin_connections').select('shop_id').where('shop_id', '=', shopId).executeTakeFirst()) !== undefined;
 }
 
 /** products/create, products/update: the product's collections are read again (and orders for it wait for that). */

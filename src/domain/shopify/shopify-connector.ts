@@ -11,7 +11,7 @@ import { customerInputSchema } from '../customers/index.js';
 import { ConflictError, decodeCursor, DomainError, type DueWork, encodeCursor, failedItems, type FailingItems, failingItems, invalidCursor, newId, NotFoundError, type Page, type PageArgs, parseInput, pathToUnstorable, retrySetAside, RuleViolationError, runClaimed, type SecretBox, UnauthenticatedError, UNSTORABLE_MESSAGE, validationErrorFrom } from '../kernel/index.js';
 import { upsertOrder } from '../orders/index.js';
 import { upsertCustomerIn } from '../program/index.js';
-import { collectionsForOrder, forgetCollection, forgetProduct, refreshProductCollections, requestCollectionsReconcile } from './product-collections.js';
+import { adminConnected, collectionsForOrder, forgetCollection, forgetProduct, refreshProductCollections, requestCollectionsReconcile } from './product-collections.js';
 import {
   customerInput, orderProductIds, orderPut, parseShopifyCustomer, parseShopifyJson, parseShopifyOrder, parseShopifyRefund, parseShopifyResource, type ShopifyCustomer,
   type ShopifyOrder, type ShopifyRefund,
@@ -297,7 +297,8 @@ async function applyWebhook(trx: Trx, row: ShopifyInboxRow, now: Date): Promise<
   } else {
     // What Shopify said of the order stays known even if applying it is refused: later webhooks build on it.
     const facts = await recordFact(trx, row.shop_id, fact);
-    const collections = facts.latest ? await collectionsForOrder(trx, row.shop_id, orderProductIds(facts.latest), row.received_at, now) : { collections: new Map(), waitFor: [] };
+    // A guest's order is refused whatever its lines: it waits for nothing.
+    const collections = facts.latest?.customer ? await collectionsForOrder(trx, row.shop_id, orderProductIds(facts.latest), row.received_at, now) : { collections: new Map(), waitFor: [] };
     if (collections.waitFor.length) {
       // Tried again shortly, with the reason on its row: the sync worker is reading those products' collections.
       const error = `waiting for Shopify to say which collections product${collections.waitFor.length > 1 ? 's' : ''} ${collections.waitFor.join(', ')} ${collections.waitFor.length > 1 ? 'are' : 'is'} in`;
@@ -407,8 +408,9 @@ async function applyCustomer(trx: Trx, shopId: string, customer: ShopifyCustomer
 /** How soon an order waiting for its products' collections is tried again. */
 const COLLECTIONS_RETRY_MS = 1_000;
 
-/** products/* and collections/*: what the service knows of the catalogue follows (product-collections.ts). */
+/** products/* and collections/*: what the service knows of the catalogue follows (product-collections.ts); without an Admin connection it knows nothing. */
 async function applyCatalogue(trx: Trx, shopId: string, fact: Extract<Fact, { kind: 'catalogue' }>, now: Date): Promise<undefined> {
+  if (!(await adminConnected(trx, shopId))) return undefined;
   if (fact.topic === 'products/delete') await forgetProduct(trx, shopId, fact.id, now);
   else if (fact.topic === 'collections/delete') await forgetCollection(trx, shopId, fact.id);
   else if (fact.topic === 'collections/update') await requestCollectionsReconcile(trx, shopId, now);
