@@ -6,11 +6,11 @@ import { ensureSyncJob, enqueueSyncJob, rescheduleSyncJob, type SyncJob } from '
 /**
  * Which collections a connected store's products are in (issue 34, item 4): Shopify's order
  * webhooks name products, never collections, so an earning rule's collection lists could not match
- * a connector order without this. Read from the Admin API by the sync worker and kept fresh by
- * three ways in: a reconcile of the whole catalogue when the store connects and every day after, a
- * product's own read when products/create or products/update says it changed (or an order names
- * one not read yet), and collections/update (another pass) and collections/delete (the collection
- * taken off every product here, nothing to ask).
+ * a connector order without this. Read from the Admin API by the sync worker and kept fresh: a
+ * reconcile of the whole catalogue when the store connects and every day after; a product's own
+ * read when products/create or products/update says it changed, or an order names one not read
+ * yet; another pass for collections/update; and, with nothing to ask, products/delete (in no
+ * collection) and collections/delete (taken off every product here).
  */
 
 /** A reconcile pass starts this long after the last one ended. */
