@@ -29,6 +29,7 @@ import * as knownTimeZones from './2026_11_27_019_known_time_zones.js';
 import * as codeLifecycle from './2026_11_27_020_code_lifecycle.js';
 import * as codeWarnings from './2026_11_27_021_code_warnings.js';
 import * as shopifyAdmin from './2026_11_27_022_shopify_admin.js';
+import * as shopifyCollections from './2026_11_27_023_shopify_collections.js';
 import * as shopifyImports from './2026_11_27_024_shopify_imports.js';
 
 export const migrations: Record<string, Migration> = {
@@ -60,5 +61,6 @@ export const migrations: Record<string, Migration> = {
   '2026_11_27_020_code_lifecycle': codeLifecycle,
   '2026_11_27_021_code_warnings': codeWarnings,
   '2026_11_27_022_shopify_admin': shopifyAdmin,
+  '2026_11_27_023_shopify_collections': shopifyCollections,
   '2026_11_27_024_shopify_imports': shopifyImports,
 };

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { type CodeTermsRow, percentFraction, shopifyDiscountOf } from '../src/domain/shopify/index.js';
 import { SHOPIFY_API_VERSION } from '../src/shopify-admin/client.js';
 import { DISCOUNT_CODE_BASIC_CREATE, DISCOUNT_CODE_FREE_SHIPPING_CREATE, historyQuery, OPERATIONS, type Operation } from '../src/shopify-admin/operations.js';
+import { operationCost } from './support/shopify-admin/cost.ts';
 
 // Every document the service sends, and every input it builds, checked against Shopify's published
 // Admin schema of the pinned version (test/fixtures/shopify/README.md): a field Shopify renamed or
@@ -26,6 +27,12 @@ describe(`the documents sent to Shopify's Admin API ${SHOPIFY_API_VERSION}`, () 
 
   it.each(['customers', 'orders'] as const)('the history import\'s bulk query of %s is valid against the schema', (phase) => {
     expect(validate(schema, parse(historyQuery(phase, new Date('2026-01-01T00:00:00Z')))).map((e) => e.message)).toEqual([]);
+  });
+
+  // The throttle reserves the declared cost before sending: one below Shopify's requested cost would be throttled by Shopify instead.
+  it.each(OPERATIONS.map((o) => [o.name, o] as const))('%s declares what Shopify charges for it before it runs', (_name, operation) => {
+    const definition = parse(operation.query).definitions.find((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION)!;
+    expect(operation.cost).toBe(operationCost(schema, definition, new Map(), {}));
   });
 
   it('a misspelt field is caught (the check itself works)', () => {

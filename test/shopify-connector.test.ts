@@ -1,4 +1,4 @@
-import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -7,6 +7,7 @@ import { purgeProcessedShopifyWebhooks } from '../src/domain/shopify/shopify-con
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
 import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
+import { deliverShopifyWebhook, type ShopifyDeliveryOptions } from './support/shopify-webhooks.js';
 
 // Payloads in the shapes of Shopify's Admin REST webhooks (Order, Refund, Customer): numeric ids,
 // money as strings with *_set twins, refunds with refund_line_items and transactions.
@@ -97,22 +98,8 @@ async function setUpShop(app: TestApp, name: string) {
 }
 
 /** Delivers a webhook as Shopify does: the raw body, its HMAC, the shop's domain, a webhook id. */
-function deliver(app: TestApp, shopDomain: string, topic: string, body: unknown, options: { webhookId?: string; secret?: string; hmac?: string; triggeredAt?: Date } = {}) {
-  const raw = JSON.stringify(body);
-  const hmac = options.hmac ?? createHmac('sha256', options.secret ?? SECRET).update(raw).digest('base64');
-  return fetch(`${app.url}${SHOPIFY_WEBHOOKS_PATH}`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      'x-shopify-topic': topic,
-      'x-shopify-hmac-sha256': hmac,
-      'x-shopify-shop-domain': shopDomain,
-      'x-shopify-webhook-id': options.webhookId ?? randomUUID(),
-      'x-shopify-api-version': '2025-10',
-      'x-shopify-triggered-at': (options.triggeredAt ?? new Date()).toISOString(),
-    },
-    body: raw,
-  });
+function deliver(app: TestApp, shopDomain: string, topic: string, body: unknown, options: ShopifyDeliveryOptions = {}) {
+  return deliverShopifyWebhook(app.url, shopDomain, topic, body, { ...options, secret: options.secret ?? SECRET });
 }
 
 async function orderOf(app: TestApp, apiKey: string, orderId: number) {
@@ -187,7 +174,7 @@ describe('receiving', () => {
     const replay = await deliver(t, domain, 'orders/paid', order, { webhookId: 'replay-1', triggeredAt: new Date(Date.now() - 5 * 24 * HOUR) });
     expect(replay.status).toBe(200);
     expect(await replay.json()).toMatchObject({ status: 'rejected' });
-    await deliver(t, domain, 'products/create', { id: 1, title: 'Tee' }, { webhookId: 'product-1' });
+    await deliver(t, domain, 'carts/create', { id: 'c1', line_items: [] }, { webhookId: 'product-1' });
     const guest = shopifyOrder({ id: 5005, customer: null, lines: [{ id: 1, product_id: 11, quantity: 1, price: '30.00' }], updated_at: '2026-11-20T10:00:00Z' });
     await deliver(t, domain, 'orders/paid', guest, { webhookId: 'guest-1' });
     await deliver(t, domain, 'orders/paid', { id: 'not an order' }, { webhookId: 'junk-1' });

@@ -606,6 +606,23 @@ export interface ShopifyOrdersTable {
   refunds: Defaulted<unknown>;
 }
 
+/** Which collections a store's product is in, as the Admin API last said (no row: not read yet). */
+export interface ShopifyProductCollectionsTable {
+  shop_id: string;
+  product_id: string;
+  collection_ids: ColumnType<string[], string, string>;
+  refreshed_at: Date;
+}
+
+/** Where a shop's reconcile of its products' collections is: a pass reads the catalogue a page at a time. */
+export interface ShopifyCollectionReconcilesTable {
+  shop_id: string;
+  cursor: ColumnType<string | null, string | null | undefined, string | null>;
+  started_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  finished_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  again: Defaulted<boolean>;
+}
+
 export interface Database {
   shops: ShopsTable;
   api_keys: ApiKeysTable;
@@ -645,6 +662,8 @@ export interface Database {
   shopify_webhook_registrations: ShopifyWebhookRegistrationsTable;
   shopify_sync_jobs: ShopifySyncJobsTable;
   shopify_imports: ShopifyImportsTable;
+  shopify_product_collections: ShopifyProductCollectionsTable;
+  shopify_collection_reconciles: ShopifyCollectionReconcilesTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;

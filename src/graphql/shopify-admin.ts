@@ -16,7 +16,7 @@ const ShopifyWebhookRegistration = builder.objectRef<WebhookRegistrationShape>('
   }),
 });
 
-const ShopifyAdminConnection = builder.objectRef<AdminConnectionShape>('ShopifyAdminConnection').implement({
+const ShopifyAdminType = builder.objectRef<AdminConnectionShape>('ShopifyAdmin').implement({
   description: 'The connector\'s access to the store\'s Admin API: codes created there, webhooks registered. Secrets are never shown.',
   fields: (t) => ({
     auth: t.field({
@@ -34,12 +34,19 @@ const ShopifyAdminConnection = builder.objectRef<AdminConnectionShape>('ShopifyA
     codesPending: t.int({ resolve: (c) => c.codes.pending, description: 'Codes waiting to be created in Shopify.' }),
     codesSynced: t.int({ resolve: (c) => c.codes.synced }),
     codesFailed: t.int({ resolve: (c) => c.codes.failed, description: 'Codes Shopify refused (each cancelled, its points back; see DiscountCode.shopifyError).' }),
+    productsRead: t.int({ resolve: (c) => c.catalogue.products, description: 'Products whose collections were read from the store, for earning rules\' collection lists.' }),
+    collectionsReconciledAt: t.field({
+      type: 'DateTime',
+      nullable: true,
+      resolve: (c) => c.catalogue.reconciledAt,
+      description: 'When the last full read of the products\' collections ended (one runs on connecting and daily); null before the first.',
+    }),
   }),
 });
 
 builder.objectFields(Shop, (t) => ({
   shopifyAdmin: t.field({
-    type: ShopifyAdminConnection,
+    type: ShopifyAdminType,
     nullable: true,
     description: 'The Shopify Admin API connection; null when there is none.',
     resolve: (shop, _args, ctx) => adminConnectionView(ctx.db, shop.id),
@@ -57,7 +64,7 @@ const ShopifyAdminConnectInput = builder.inputType('ShopifyAdminConnectInput', {
 
 const ShopifyAdminConnectPayload = builder.objectRef<{ shopifyAdmin?: AdminConnectionShape; userErrors: UserErrorShape[] }>('ShopifyAdminConnectPayload').implement({
   fields: (t) => ({
-    shopifyAdmin: t.field({ type: ShopifyAdminConnection, nullable: true, resolve: (p) => p.shopifyAdmin ?? null }),
+    shopifyAdmin: t.field({ type: ShopifyAdminType, nullable: true, resolve: (p) => p.shopifyAdmin ?? null }),
     userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
   }),
 });

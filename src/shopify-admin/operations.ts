@@ -2,8 +2,8 @@
  * Every document the service sends to Shopify's Admin API, in one place, so that one test
  * (test/shopify-admin-documents.test.ts) validates them all against the vendored schema of
  * SHOPIFY_API_VERSION: a field Shopify renamed fails there, not in a shop. Each names what it
- * costs in the shop's bucket (Shopify's rules: a mutation 10, an object 1), which the throttle
- * reserves before it sends.
+ * costs in the shop's bucket (Shopify's rules: a mutation 10, an object 1, a connection 2 plus
+ * `first` times a node; the same test checks the figure), which the throttle reserves before it sends.
  */
 
 export type Operation = { name: string; query: string; cost: number };
@@ -12,7 +12,7 @@ const op = (name: string, cost: number, query: string): Operation => ({ name, co
 
 export const APP_SCOPES = op(
   'AppScopes',
-  2,
+  3,
   `query AppScopes { currentAppInstallation { accessScopes { handle } } shop { myshopifyDomain } }`,
 );
 
@@ -41,7 +41,7 @@ export const DISCOUNT_CODE_DEACTIVATE = op(
 
 export const WEBHOOK_SUBSCRIPTIONS = op(
   'WebhookSubscriptions',
-  12,
+  102,
   `query WebhookSubscriptions { webhookSubscriptions(first: 100) { nodes { id topic uri } } }`,
 );
 
@@ -104,6 +104,29 @@ export function historyQuery(phase: 'customers' | 'orders', since: Date): string
   } } } }`;
 }
 
+/**
+ * A page of the catalogue with each product's collections, for the reconcile. Sizes fixed here so
+ * the cost is known: 2 + 50 × (1 + (2 + 10)), under the 1,000 a query may cost; 50 products a
+ * page with 10 collections each suits catalogues whose products sit in a few collections. A
+ * product in more than 10 gets a read of its own (PRODUCT_COLLECTIONS).
+ */
+export const PRODUCTS_COLLECTIONS = op(
+  'ProductsCollections',
+  652,
+  `query ProductsCollections($after: String) {
+    products(first: 50, after: $after) { nodes { id collections(first: 10) { nodes { id } pageInfo { hasNextPage } } } pageInfo { hasNextPage endCursor } }
+  }`,
+);
+
+/** One product's collections, a page at a time (null: the product is gone). Cost: 1 + (2 + 50). */
+export const PRODUCT_COLLECTIONS = op(
+  'ProductCollections',
+  53,
+  `query ProductCollections($id: ID!, $after: String) {
+    product(id: $id) { id collections(first: 50, after: $after) { nodes { id } pageInfo { hasNextPage endCursor } } }
+  }`,
+);
+
 export const OPERATIONS: readonly Operation[] = [
   APP_SCOPES,
   DISCOUNT_CODE_BASIC_CREATE,
@@ -115,4 +138,6 @@ export const OPERATIONS: readonly Operation[] = [
   WEBHOOK_SUBSCRIPTION_DELETE,
   BULK_OPERATION_RUN_QUERY,
   BULK_OPERATION,
+  PRODUCTS_COLLECTIONS,
+  PRODUCT_COLLECTIONS,
 ];

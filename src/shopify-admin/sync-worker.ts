@@ -1,23 +1,24 @@
 import type { DB } from '../db/database.js';
 import type { SecretBox } from '../domain/kernel/index.js';
 import {
-  claimSyncJobs, codeToSync, failSyncJob, finishSyncJob, openAdminConnection, type OpenAdminConnection, queueCodeSync, recordCodeRefused,
-  recordCodeSynced, recordWebhookRegistration, returnSyncJob, SHOPIFY_TOPICS, shopsWithDueJobs, type SyncJob, unsyncCode,
+  claimSyncJobs, codeToSync, COLLECTIONS_RECONCILE_EVERY_MS, failSyncJob, finishSyncJob, gid, legacyId, openAdminConnection, type OpenAdminConnection, queueCodeSync,
+  reconcilePosition, recordCodeRefused, recordCodeSynced, recordProductCollections, recordReconcilePage, recordWebhookRegistration, rescheduleSyncJob,
+  returnSyncJob, SHOPIFY_TOPICS, shopsWithDueJobs, type SyncJob, unsyncCode,
 } from '../domain/shopify/index.js';
 import type { OutboxHandler } from '../events/outbox-relay.js';
 import { wakeableSleep } from '../events/wakeable-sleep.js';
 import type { Logger } from '../logger.js';
 import { adminClient, type AdminClient, type CallCost, ShopifyAdminError, type StoreUrls } from './client.js';
 import {
-  DISCOUNT_CODE_BASIC_CREATE, DISCOUNT_CODE_BY_CODE, DISCOUNT_CODE_DEACTIVATE, DISCOUNT_CODE_FREE_SHIPPING_CREATE, type Operation,
-  WEBHOOK_SUBSCRIPTION_CREATE, WEBHOOK_SUBSCRIPTIONS,
+  DISCOUNT_CODE_BASIC_CREATE, DISCOUNT_CODE_BY_CODE, DISCOUNT_CODE_DEACTIVATE, DISCOUNT_CODE_FREE_SHIPPING_CREATE, type Operation, PRODUCT_COLLECTIONS,
+  PRODUCTS_COLLECTIONS, WEBHOOK_SUBSCRIPTION_CREATE, WEBHOOK_SUBSCRIPTIONS,
 } from './operations.js';
 import { ShopThrottle } from './throttle.js';
 import { adminToken } from './token.js';
 
 /**
  * Tells Shopify what the sync jobs say (DESIGN.md "Shopify, the Admin side"): codes created and
- * deactivated, webhooks registered. One lane per shop with jobs due, each serving its shop's jobs
+ * deactivated, webhooks registered; and reads what it says of products' collections. One lane per shop with jobs due, each serving its shop's jobs
  * a batch at a time, several calls in flight, each call waiting for its cost in the shop's bucket
  * (throttle.ts): a throttled, failing or unreachable store slows only its own lane. Lanes are
  * capped per worker; shops whose jobs waited longest get the free lanes first. Any number of
@@ -144,12 +145,51 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
     }
   }
 
+  /**
+   * One page of the shop's collections reconcile (product-collections.ts): a job run reads one page
+   * and is due again at once for the next, so no run outlasts its lease and other jobs of the shop
+   * take turns with the pages; after the last it is due again in a day.
+   */
+  async function reconcileCollections(shopId: string, client: AdminClient, job: SyncJob): Promise<void> {
+    const { cursor, startedAt } = await reconcilePosition(db, shopId, new Date(now()));
+    type Page = {
+      products: {
+        nodes: Array<{ id: string; collections: { nodes: Array<{ id: string }>; pageInfo: { hasNextPage: boolean } } }>;
+        pageInfo: { hasNextPage: boolean; endCursor: string | null };
+      };
+    };
+    const { products } = await call<Page>(shopId, client, PRODUCTS_COLLECTIONS, { after: cursor });
+    const page = {
+      products: products.nodes.map((p) => ({ productId: legacyId(p.id), collectionIds: p.collections.nodes.map((c) => legacyId(c.id)) })),
+      incomplete: products.nodes.filter((p) => p.collections.pageInfo.hasNextPage).map((p) => legacyId(p.id)),
+      next: products.pageInfo.hasNextPage ? products.pageInfo.endCursor : null,
+    };
+    await recordReconcilePage(db, job, page, startedAt, new Date(now()));
+  }
+
+  /** One product's collections, all of them (a gone product is in none). */
+  async function readProductCollections(shopId: string, client: AdminClient, job: SyncJob): Promise<void> {
+    type Answer = { product: { collections: { nodes: Array<{ id: string }>; pageInfo: { hasNextPage: boolean; endCursor: string | null } } } | null };
+    const collectionIds: string[] = [];
+    let after: string | null = null;
+    for (;;) {
+      const { product }: Answer = await call<Answer>(shopId, client, PRODUCT_COLLECTIONS, { id: gid('Product', job.subject), after });
+      if (!product) break;
+      collectionIds.push(...product.collections.nodes.map((c) => legacyId(c.id)));
+      if (!product.collections.pageInfo.hasNextPage) break;
+      after = product.collections.pageInfo.endCursor;
+    }
+    await recordProductCollections(db, shopId, [{ productId: job.subject, collectionIds }], new Date(now()));
+  }
+
   /** Does one job; returns when it is to be tried again without counting a try (throttled, or waiting on another job). */
   async function runJob(connection: OpenAdminConnection, client: AdminClient, job: SyncJob): Promise<void> {
     const { shopId } = connection;
     try {
       if (job.kind === 'code_create') await createCode(shopId, client, job);
       else if (job.kind === 'webhooks_register') await registerWebhooks(shopId, client);
+      else if (job.kind === 'collections_reconcile') return await reconcileCollections(shopId, client, job);
+      else if (job.kind === 'product_collections') await readProductCollections(shopId, client, job);
       else if ((await deactivateCode(shopId, client, job)) === 'later') return returnSyncJob(db, job, new Date(now() + 2_000));
       await finishSyncJob(db, job);
     } catch (err) {
@@ -162,6 +202,8 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
         const code = await codeToSync(db, shopId, job.subject);
         if (code) await recordCodeRefused(db, shopId, code.id, code.code, reason);
       }
+      // The reconcile recurs: a pass that failed for good is tried again at its next time (from where it got to).
+      if (final && job.kind === 'collections_reconcile') await rescheduleSyncJob(db, job, new Date(now() + COLLECTIONS_RECONCILE_EVERY_MS));
       if (!(err instanceof ShopifyAdminError)) logger.error({ err, shopId, kind: job.kind }, 'a Shopify sync job failed');
     }
   }

@@ -4,6 +4,7 @@ import type { Queryable } from '../../db/transaction.js';
 import { inTransaction } from '../../db/transaction.js';
 import { NotFoundError, parseInput, RuleViolationError, type SecretBox } from '../kernel/index.js';
 import { enqueueSyncJob } from './sync-jobs.js';
+import { collectionsSyncState, forgetStoreCatalogue, startCollectionsReconcile } from './product-collections.js';
 
 /**
  * The Admin side's connection to a shop's store (DESIGN.md "Shopify, the Admin side"): an Admin
@@ -93,6 +94,7 @@ export async function saveAdminConnection(
       .execute();
     await trx.updateTable('shops').set({ shopify_connected_at: new Date() }).where('id', '=', shopId).where('shopify_connected_at', 'is', null).execute();
     await enqueueSyncJob(trx, shopId, 'webhooks_register', '');
+    await startCollectionsReconcile(trx, shopId);
   });
 }
 
@@ -126,13 +128,14 @@ export async function renewAdminToken(db: Queryable, secrets: SecretBox, shopId:
     .execute();
 }
 
-/** Forgets the connection: its secrets, its queued work and the webhooks' states (the transport removed them from Shopify first). */
+/** Forgets the connection: its secrets, its queued work, the webhooks' states (the transport removed them from Shopify first) and what was read of the catalogue, which nothing would keep fresh. */
 export async function deleteAdminConnection(db: DB, shopId: string): Promise<void> {
   await inTransaction(db, async (trx) => {
     const gone = await trx.deleteFrom('shopify_admin_connections').where('shop_id', '=', shopId).executeTakeFirst();
     if (gone.numDeletedRows === 0n) throw new NotFoundError('shopify_admin_not_connected', 'the shop has no Shopify Admin connection');
     await trx.deleteFrom('shopify_sync_jobs').where('shop_id', '=', shopId).execute();
     await trx.deleteFrom('shopify_webhook_registrations').where('shop_id', '=', shopId).execute();
+    await forgetStoreCatalogue(trx, shopId);
     // Codes waiting to be created will not be: they stay usable where the shop applies them by hand.
     await trx.updateTable('discount_codes').set({ shopify_sync: null }).where('shop_id', '=', shopId).where('shopify_sync', '=', 'pending').execute();
   });
@@ -148,13 +151,15 @@ export type AdminConnectionView = {
   tokenExpiresAt: Date | null;
   webhooks: WebhookRegistration[];
   codes: { pending: number; synced: number; failed: number };
+  /** What was read of the catalogue for rules' collection lists: products read, and when the last full pass ended. */
+  catalogue: { products: number; reconciledAt: Date | null };
 };
 
 /** What the shop sees of its Admin connection; null when there is none. Never a secret. */
 export async function adminConnectionView(db: Queryable, shopId: string): Promise<AdminConnectionView | null> {
   const row = await db.selectFrom('shopify_admin_connections').select(['auth', 'client_id', 'scopes', 'connected_at', 'token_expires_at']).where('shop_id', '=', shopId).executeTakeFirst();
   if (!row) return null;
-  const [webhooks, codes] = await Promise.all([
+  const [webhooks, codes, catalogue] = await Promise.all([
     db.selectFrom('shopify_webhook_registrations').select(['topic', 'state', 'error', 'updated_at']).where('shop_id', '=', shopId).orderBy('topic').execute(),
     db
       .selectFrom('discount_codes')
@@ -163,6 +168,7 @@ export async function adminConnectionView(db: Queryable, shopId: string): Promis
       .where('shopify_sync', 'is not', null)
       .groupBy('shopify_sync')
       .execute(),
+    collectionsSyncState(db, shopId),
   ]);
   const count = (state: string) => Number(codes.find((c) => c.shopify_sync === state)?.n ?? 0);
   return {
@@ -174,6 +180,7 @@ export async function adminConnectionView(db: Queryable, shopId: string): Promis
     tokenExpiresAt: row.token_expires_at,
     webhooks: webhooks.map((w) => ({ topic: w.topic, state: w.state, error: w.error, updatedAt: w.updated_at })),
     codes: { pending: count('pending'), synced: count('synced'), failed: count('failed') },
+    catalogue,
   };
 }
 

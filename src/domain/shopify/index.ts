@@ -19,4 +19,10 @@ export {
   applyImportBatch, type BatchOutcome, beginShopifyImport, type BulkGroup, finishImportPhase, type ImportPhase, recordBulkOperation, recordBulkResult,
   recordImportError, restartImportPhase, type ShopifyImport, shopifyImportOf,
 } from './history-import.js';
-export { claimSyncJobs, enqueueSyncJob, failSyncJob, finishSyncJob, returnSyncJob, shopsWithDueJobs, SYNC_KINDS, type SyncJob, type SyncKind, syncJobCounts } from './sync-jobs.js';
+export {
+  claimSyncJobs, enqueueSyncJob, failSyncJob, finishSyncJob, rescheduleSyncJob, returnSyncJob, shopsWithDueJobs, SYNC_KINDS, type SyncJob, type SyncKind, syncJobCounts,
+} from './sync-jobs.js';
+export {
+  COLLECTIONS_RECONCILE_EVERY_MS, collectionsSyncState, knownCollections, legacyId, ORDER_WAITS_FOR_COLLECTIONS_MS, type ProductCollections, reconcilePosition,
+  recordProductCollections, recordReconcilePage,
+} from './product-collections.js';

@@ -11,7 +11,11 @@ import { customerInputSchema } from '../customers/index.js';
 import { ConflictError, decodeCursor, DomainError, type DueWork, encodeCursor, failedItems, type FailingItems, failingItems, invalidCursor, newId, NotFoundError, type Page, type PageArgs, parseInput, pathToUnstorable, retrySetAside, RuleViolationError, runClaimed, type SecretBox, UnauthenticatedError, UNSTORABLE_MESSAGE, validationErrorFrom } from '../kernel/index.js';
 import { upsertOrder } from '../orders/index.js';
 import { upsertCustomerIn } from '../program/index.js';
-import { customerInput, orderPut, parseShopifyCustomer, parseShopifyJson, parseShopifyOrder, parseShopifyRefund, type ShopifyCustomer, type ShopifyOrder, type ShopifyRefund } from './shopify-payloads.js';
+import { adminConnected, collectionsForOrder, forgetCollection, knownCollections, forgetProduct, refreshProductCollections, requestCollectionsReconcile } from './product-collections.js';
+import {
+  customerInput, orderProductIds, orderPut, parseShopifyCustomer, parseShopifyJson, parseShopifyOrder, parseShopifyRefund, parseShopifyResource, type ShopifyCustomer,
+  type ShopifyOrder, type ShopifyRefund,
+} from './shopify-payloads.js';
 
 /**
  * The Shopify connector (DESIGN.md "Shopify connector"): Shopify's webhooks in, the same domain
@@ -20,7 +24,11 @@ import { customerInput, orderPut, parseShopifyCustomer, parseShopifyJson, parseS
  * failing apply never makes Shopify wait or retry, and a crash between the two loses nothing.
  */
 
-export const SHOPIFY_TOPICS = ['orders/create', 'orders/paid', 'orders/updated', 'orders/cancelled', 'refunds/create', 'customers/create', 'customers/update'] as const;
+export const SHOPIFY_TOPICS = [
+  'orders/create', 'orders/paid', 'orders/updated', 'orders/cancelled', 'refunds/create', 'customers/create', 'customers/update',
+  // Which collections products are in (product-collections.ts), for earning rules' collection lists.
+  'products/create', 'products/update', 'products/delete', 'collections/update', 'collections/delete',
+] as const;
 /** Shopify retries a failed delivery for 48 hours; anything triggered longer ago is a replay. */
 export const SHOPIFY_REPLAY_WINDOW_MS = 72 * 60 * 60 * 1000;
 /**
@@ -284,10 +292,20 @@ async function applyWebhook(trx: Trx, row: ShopifyInboxRow, now: Date): Promise<
   if (fact.kind === 'customer') {
     const { customer } = fact;
     apply = () => applyCustomer(trx, row.shop_id, customer);
+  } else if (fact.kind === 'catalogue') {
+    apply = () => applyCatalogue(trx, row.shop_id, fact, now);
   } else {
     // What Shopify said of the order stays known even if applying it is refused: later webhooks build on it.
     const facts = await recordFact(trx, row.shop_id, fact);
-    apply = () => applyOrder(trx, row.shop_id, facts, now, row.id);
+    // A guest's order is refused whatever its lines: it waits for nothing.
+    const collections = facts.latest?.customer ? await collectionsForOrder(trx, row.shop_id, orderProductIds(facts.latest), row.received_at, now) : { collections: new Map(), waitFor: [] };
+    if (collections.waitFor.length) {
+      // Tried again shortly, with the reason on its row: the sync worker is reading those products' collections.
+      const error = `waiting for Shopify to say which collections product${collections.waitFor.length > 1 ? 's' : ''} ${collections.waitFor.join(', ')} ${collections.waitFor.length > 1 ? 'are' : 'is'} in`;
+      await trx.updateTable('shopify_inbox').set({ next_attempt_at: new Date(now.getTime() + COLLECTIONS_RETRY_MS), error }).where('id', '=', row.id).execute();
+      return 1;
+    }
+    apply = () => applyOrder(trx, row.shop_id, facts, collections.collections, now, row.id);
   }
   // A rule's refusal undoes the apply only, under its own savepoint; anything else undoes it all.
   await sql`savepoint apply`.execute(trx);
@@ -304,12 +322,16 @@ async function applyWebhook(trx: Trx, row: ShopifyInboxRow, now: Date): Promise<
 /** A webhook's body, checked to be what its topic says; `raw` is it parsed, `text` as Shopify sent it. */
 type Fact =
   | { kind: 'customer'; customer: ShopifyCustomer }
+  | { kind: 'catalogue'; topic: string; id: string }
   | { kind: 'order'; shopifyOrderId: string; order: ShopifyOrder; raw: unknown; text: string }
   | { kind: 'refund'; shopifyOrderId: string; refund: ShopifyRefund; raw: unknown; text: string };
 
 function factOf(row: ShopifyInboxRow): Fact {
   const raw = parseShopifyJson(row.body);
   if (row.topic === 'customers/create' || row.topic === 'customers/update') return { kind: 'customer', customer: parseShopifyCustomer(raw) };
+  if (row.topic.startsWith('products/') || row.topic.startsWith('collections/')) {
+    return { kind: 'catalogue', topic: row.topic, id: parseShopifyResource(raw, row.topic.startsWith('products/') ? 'product' : 'collection').id };
+  }
   if (row.topic === 'refunds/create') {
     const refund = parseShopifyRefund(raw);
     return { kind: 'refund', shopifyOrderId: refund.order_id, refund, raw, text: row.body };
@@ -387,6 +409,19 @@ async function applyCustomer(trx: Trx, shopId: string, customer: ShopifyCustomer
   return undefined;
 }
 
+/** How soon an order waiting for its products' collections is tried again. */
+const COLLECTIONS_RETRY_MS = 1_000;
+
+/** products/* and collections/*: what the service knows of the catalogue follows (product-collections.ts); without an Admin connection it knows nothing. */
+async function applyCatalogue(trx: Trx, shopId: string, fact: Extract<Fact, { kind: 'catalogue' }>, now: Date): Promise<undefined> {
+  if (!(await adminConnected(trx, shopId))) return undefined;
+  if (fact.topic === 'products/delete') await forgetProduct(trx, shopId, fact.id, now);
+  else if (fact.topic === 'collections/delete') await forgetCollection(trx, shopId, fact.id);
+  else if (fact.topic === 'collections/update') await requestCollectionsReconcile(trx, shopId, now);
+  else await refreshProductCollections(trx, shopId, fact.id);
+  return undefined;
+}
+
 /**
  * Creates the customer an order names when the shop does not know them yet, from the order's
  * customer object (Shopify does not order its webhooks: the order may come before
@@ -409,17 +444,24 @@ export async function ensureOrderCustomer(trx: Trx, shopId: string, order: Shopi
  * order's facts and its webhook marked as waiting for the order (`inboxId`); the order's first
  * webhook applies it, and its waiting refunds then read as applied.
  */
-async function applyOrder(trx: Trx, shopId: string, facts: OrderFacts, now: Date, inboxId: string): Promise<undefined> {
+async function applyOrder(trx: Trx, shopId: string, facts: OrderFacts, collections: ReadonlyMap<string, readonly string[]>, now: Date, inboxId: string): Promise<undefined> {
   if (!facts.latest) {
     await trx.updateTable('shopify_inbox').set({ awaits_order: true }).where('id', '=', inboxId).execute();
     return undefined;
   }
-  await applyOrderFacts(trx, shopId, { latest: facts.latest, refunds: facts.refunds }, now);
+  await applyOrderFacts(trx, shopId, { latest: facts.latest, refunds: facts.refunds }, collections, now);
   return undefined;
 }
 
-async function applyOrderFacts(trx: Trx, shopId: string, { latest, refunds }: { latest: ShopifyOrder; refunds: ShopifyRefund[] }, now: Date): Promise<void> {
-  const { orderId, body } = orderPut(latest, refunds);
+/** The order rebuilt from its facts and applied, its lines in the collections known for their products. */
+async function applyOrderFacts(
+  trx: Trx,
+  shopId: string,
+  { latest, refunds }: { latest: ShopifyOrder; refunds: ShopifyRefund[] },
+  collections: ReadonlyMap<string, readonly string[]>,
+  now: Date,
+): Promise<void> {
+  const { orderId, body } = orderPut(latest, refunds, collections);
   await ensureOrderCustomer(trx, shopId, latest);
   await upsertOrder(trx, shopId, orderId, body, now);
   if (refunds.length > 0) {
@@ -435,7 +477,9 @@ async function applyOrderFacts(trx: Trx, shopId: string, { latest, refunds }: { 
  */
 export async function applyImportedOrder(trx: Trx, shopId: string, order: ShopifyOrder, text: string, now: Date): Promise<void> {
   const facts = await recordFact(trx, shopId, { kind: 'order', shopifyOrderId: order.id, order, raw: undefined, text }, false);
-  await applyOrderFacts(trx, shopId, { latest: facts.latest ?? order, refunds: facts.refunds }, now);
+  const latest = facts.latest ?? order;
+  // History does not wait for catalogue reads: it earns by the collections known when it comes in.
+  await applyOrderFacts(trx, shopId, { latest, refunds: facts.refunds }, await knownCollections(trx, shopId, orderProductIds(latest)), now);
 }
 
 /** A customer of the shop's history, applied as customers/create is, unless the same state or a newer one was applied already. */

@@ -78,6 +78,9 @@ const orderSchema = z.object({
   discount_codes: z.array(z.object({ code: z.string(), amount, type: z.string().nullish() })).default([]),
 });
 
+/** products/* and collections/*: only the id is used (which products a collection holds is read from the Admin API). */
+const resourceSchema = z.object({ id });
+
 export type ShopifyOrder = z.output<typeof orderSchema>;
 export type ShopifyRefund = z.output<typeof refundSchema>;
 export type ShopifyCustomer = z.output<typeof customerSchema>;
@@ -91,6 +94,10 @@ function parsed<S extends z.ZodType>(schema: S, body: unknown, what: string): z.
 export const parseShopifyOrder = (body: unknown) => parsed(orderSchema, body, 'not a Shopify order');
 export const parseShopifyRefund = (body: unknown) => parsed(refundSchema, body, 'not a Shopify refund');
 export const parseShopifyCustomer = (body: unknown) => parsed(customerSchema, body, 'not a Shopify customer');
+export const parseShopifyResource = (body: unknown, what: 'product' | 'collection') => parsed(resourceSchema, body, `not a Shopify ${what}`);
+
+/** The products an order's lines name (custom lines name none). */
+export const orderProductIds = (order: ShopifyOrder) => order.line_items.flatMap((l) => (l.product_id ? [l.product_id] : []));
 
 /** The customer as POST /customers would take it: Shopify's customer id is the shop's customer id. */
 export function customerInput(customer: { id: string; email?: string | null }): { shopifyCustomerId: string; email?: string } {
@@ -122,9 +129,14 @@ function statusOf(order: ShopifyOrder, refundedMinor: number, totalMinor: number
 /**
  * The order's full state for PUT /orders, from its latest body and every refund known for it (the
  * body's own and those that came alone, with refunds/create), each refund counted once by its id:
- * the same facts in any arrival order give the same state.
+ * the same facts in any arrival order give the same state. `collections`: the collections known
+ * for its products (read from the Admin API; the body names none), which each line carries.
  */
-export function orderPut(order: ShopifyOrder, refunds: readonly ShopifyRefund[]): { orderId: string; body: Record<string, unknown> } {
+export function orderPut(
+  order: ShopifyOrder,
+  refunds: readonly ShopifyRefund[],
+  collections: ReadonlyMap<string, readonly string[]> = new Map(),
+): { orderId: string; body: Record<string, unknown> } {
   if (!order.customer) {
     throw new RuleViolationError('shopify_order_without_customer', `Shopify order ${order.id} has no customer (a guest checkout): it earns no points`);
   }
@@ -149,6 +161,7 @@ export function orderPut(order: ShopifyOrder, refunds: readonly ShopifyRefund[])
         // A custom line (no product) is still money spent; it matches no product list.
         productId: l.product_id ?? `line-${l.id}`,
         variantId: l.variant_id ?? null,
+        collectionIds: l.product_id ? [...(collections.get(l.product_id) ?? [])] : [],
         quantity: l.quantity,
         price: formatMoney(priceMinor, currency),
         discount: formatMoney(discountMinor, currency),

@@ -13,7 +13,7 @@ import { MAX_ATTEMPTS, newId, RETRY_DELAYS_MS } from '../kernel/index.js';
  * reason; a throttled call is not the job's failure and costs it no try.
  */
 
-export const SYNC_KINDS = ['code_create', 'code_deactivate', 'webhooks_register'] as const;
+export const SYNC_KINDS = ['code_create', 'code_deactivate', 'webhooks_register', 'collections_reconcile', 'product_collections'] as const;
 export type SyncKind = (typeof SYNC_KINDS)[number];
 export type SyncJob = ShopifySyncJobRow & { kind: SyncKind };
 
@@ -26,6 +26,15 @@ export async function enqueueSyncJob(db: Queryable, shopId: string, kind: SyncKi
     .insertInto('shopify_sync_jobs')
     .values({ id: newId(), shop_id: shopId, kind, subject, due_at: dueAt })
     .onConflict((oc) => oc.columns(['shop_id', 'kind', 'subject']).doUpdateSet({ due_at: dueAt, attempts: 0, failed_at: null, last_error: null }))
+    .execute();
+}
+
+/** Queues a job unless one is waiting for the same shop, kind and subject already (that one keeps its due time and tries). */
+export async function ensureSyncJob(db: Queryable, shopId: string, kind: SyncKind, subject: string, dueAt = new Date()): Promise<void> {
+  await db
+    .insertInto('shopify_sync_jobs')
+    .values({ id: newId(), shop_id: shopId, kind, subject, due_at: dueAt })
+    .onConflict((oc) => oc.columns(['shop_id', 'kind', 'subject']).doNothing())
     .execute();
 }
 
@@ -57,8 +66,14 @@ export async function claimSyncJobs(db: Queryable, shopId: string, now: Date, li
   return rows.sort((a, b) => a.due_at.getTime() - b.due_at.getTime() || a.id.localeCompare(b.id));
 }
 
+/** Done: the job goes, unless it was queued again while it ran (its lease was replaced): what it read may be older than that. */
 export async function finishSyncJob(db: Queryable, job: SyncJob): Promise<void> {
-  await db.deleteFrom('shopify_sync_jobs').where('id', '=', job.id).execute();
+  await db.deleteFrom('shopify_sync_jobs').where('id', '=', job.id).where('due_at', '=', job.due_at).execute();
+}
+
+/** Done for now: a job that recurs (the collections' reconcile) is due again at `dueAt`, with fresh tries. */
+export async function rescheduleSyncJob(db: Queryable, job: SyncJob, dueAt: Date): Promise<void> {
+  await db.updateTable('shopify_sync_jobs').set({ due_at: dueAt, attempts: 0, failed_at: null, last_error: null }).where('id', '=', job.id).execute();
 }
 
 /** Puts a job back, due at `dueAt`, without counting the try (Shopify throttled the call). */
