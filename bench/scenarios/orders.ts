@@ -94,7 +94,8 @@ class CodePool {
     } finally {
       await client.end();
     }
-    this.codes.push(...fresh);
+    // Not push(...fresh): a longer run's codes (200,000 at --duration 30) are more arguments than the stack takes.
+    this.codes = this.codes.concat(fresh);
   }
 
   /** The next unused code and its customer. */
