@@ -155,10 +155,10 @@ describe.skipIf(!onPostgres)('query plans at scale (PostgreSQL)', () => {
    * The problems in the generic plan of a new order's statement (its prepared form), run after the
    * order is written: it inserts nothing then, and shows every lookup.
    */
-  async function firstStateProblems(on: { db: Kysely<Database>; pool: pg.Pool }, shopId: string, customerIdentifier: string): Promise<string[]> {
+  async function firstStateProblems(on: { db: Kysely<Database>; pool: pg.Pool }, shopId: string, customerIdentifier: string, code?: string): Promise<string[]> {
     captured = [];
-    const body = { customerIdentifier, currency: 'USD', subtotal: '10.00', total: '10.00', status: 'paid', lineItems: [] };
-    const [outcome] = await writeFirstStates(on.db, [parseOrderPut(shopId, 'plan-1', body, new Date())]);
+    const body = { customerIdentifier, currency: 'USD', subtotal: '10.00', total: '10.00', status: 'paid', lineItems: [], ...(code ? { discountCodes: [{ code, amount: '5.00' }] } : {}) };
+    const [outcome] = await writeFirstStates(on.db, [parseOrderPut(shopId, code ? `plan-${code}` : 'plan-1', body, new Date())]);
     expect(outcome).toMatchObject({ created: true });
     const statement = captured.find((c) => c.sql.startsWith(PREPARED))!;
     const client = await on.pool.connect();
@@ -178,6 +178,14 @@ describe.skipIf(!onPostgres)('query plans at scale (PostgreSQL)', () => {
 
   it('a new order\'s statement, planned generic as its prepared statement is, probes indexes', async () => {
     expect(await firstStateProblems({ db, pool }, SHOP, '1234')).toEqual([]);
+  });
+
+  it('a new order\'s statement with a code, planned generic, finds the code by an index probe', async () => {
+    // Counting on 100 orders of 100 codes each, the planner once hashed every code of every shop to
+    // find the batch's few (20 ms a batch at 40,000 codes; PUT /orders with a code at 0.64 of without).
+    expect(await firstStateProblems({ db, pool }, SHOP, '2345', 'OTHER2345')).toEqual([]);
+    const { rows } = await pool.query(`select status, order_id from discount_codes where shop_id = $1 and code = 'OTHER2345'`, [SHOP]);
+    expect(rows).toEqual([{ status: 'used', order_id: 'plan-OTHER2345' }]);
   });
 
   it('a new order\'s statement probes indexes on a small table too (1,000 customers), where a scan looks cheap to the planner', async () => {

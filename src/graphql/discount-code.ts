@@ -40,10 +40,9 @@ export const DiscountCode = builder.objectRef<DiscountCodeShape>('DiscountCode')
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
     status: t.field({ type: DiscountCodeStatus, resolve: (d) => d.status }),
     usedAt: t.expose('usedAt', { type: 'DateTime', nullable: true, description: 'When an order used it.' }),
-    orderId: t.string({
+    orderId: t.exposeString('orderId', {
       nullable: true,
       description: 'The shop\'s id of the order that used it. On the storefront, null when another customer\'s order used it: that order is theirs.',
-      resolve: (d, _args, ctx) => (ctx.customer && d.usedByOtherCustomer ? null : d.orderId),
     }),
     usedByOtherCustomer: t.exposeBoolean('usedByOtherCustomer', { description: 'An order of another customer used it: the checkout let it through.' }),
     cancelledAt: t.expose('cancelledAt', { type: 'DateTime', nullable: true }),
@@ -68,7 +67,8 @@ builder.objectFields(Customer, (t) => ({
     args: PAGE_ARGS,
     byPath: true,
     loaderOptions: BATCH_ONLY,
-    load: (customerIds: string[], ctx, args) => connectionsOf(args, (page) => listDiscountCodesOfCustomers(ctx.db, ctx.shop.id, customerIds, page)),
+    load: (customerIds: string[], ctx, args) =>
+      connectionsOf(args, (page) => listDiscountCodesOfCustomers(ctx.db, ctx.shop.id, customerIds, page, ctx.customer ? 'customer' : 'shop')),
     resolve: (customer) => customer._id,
   }),
 }));

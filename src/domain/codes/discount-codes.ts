@@ -118,7 +118,24 @@ export function listDiscountCodes(db: Queryable, shopId: string, customerId: str
   return pageBySeq(db, customerId, codesOf(db, shopId), args, toDiscountCode);
 }
 
-/** listDiscountCodes for many customers in one statement, in the order of `customerIds`. */
-export function listDiscountCodesOfCustomers(db: Queryable, shopId: string, customerIds: readonly string[], args: PageArgs): Promise<Array<Page<DiscountCode>>> {
-  return pagesBySeq(db, customerIds, codesOf(db, shopId), args, toDiscountCode);
+/** Who reads a code: the shop (its API key), or the code's own customer (the storefront). */
+export type CodeReader = 'shop' | 'customer';
+
+/**
+ * A code as `reader` may see it. An order of another customer that used the code is that
+ * customer's: its customer sees that the code was used, when, and by another customer, not which order.
+ */
+function codeAsSeenBy(code: DiscountCode, reader: CodeReader): DiscountCode {
+  return reader === 'customer' && code.usedByOtherCustomer ? { ...code, orderId: null } : code;
+}
+
+/** listDiscountCodes for many customers in one statement, in the order of `customerIds`, as `reader` may see them. */
+export function listDiscountCodesOfCustomers(
+  db: Queryable,
+  shopId: string,
+  customerIds: readonly string[],
+  args: PageArgs,
+  reader: CodeReader = 'shop',
+): Promise<Array<Page<DiscountCode>>> {
+  return pagesBySeq(db, customerIds, codesOf(db, shopId), args, (row) => codeAsSeenBy(toDiscountCode(row), reader));
 }

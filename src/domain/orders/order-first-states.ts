@@ -70,8 +70,10 @@ async function insertFirstStates(db: Queryable, writes: FirstStateWrite[]) {
     ), ${anyCodes ? sql`codes as (
       -- Each code the orders name, found by its own index probe (as the customers below), and locked
       -- in id order. Its id, kept, spares the update a join the generic plan would make a pass over every code.
+      -- The limit (a code is unique in its shop) keeps the probe a probe: without, the planner pulls the
+      -- subquery up into a join and, counting on 100 × 100 input codes, hashes every code of every shop.
       select i.n, c.k, l.id from input i cross join lateral jsonb_array_elements(i.row->'discount_codes') with ordinality as c(value, k)
-        cross join lateral (select d.id from discount_codes d where d.shop_id = i.shop_id and d.code = c.value->>'code' and d.status = 'issued') l
+        cross join lateral (select d.id from discount_codes d where d.shop_id = i.shop_id and d.code = c.value->>'code' and d.status = 'issued' limit 1) l
     ), code_locks as (
       select l.id from (select distinct id from codes order by id) x
         cross join lateral (select d.id from discount_codes d where d.id = x.id and d.status = 'issued' for update) l
