@@ -1,13 +1,13 @@
 import type { DB } from '../db/database.js';
 import type { SecretBox } from '../domain/kernel/index.js';
 import {
-  claimSyncJobs, codeToSync, failSyncJob, finishSyncJob, openAdminConnection, type OpenAdminConnection, queueCodeSync, recordCodeRefused,
+  claimSyncJobs, codesToSync, codeToSync, type CodeToSync, failSyncJob, finishSyncJob, openAdminConnection, type OpenAdminConnection, queueCodeSync, recordCodeRefused,
   recordCodeSynced, recordWebhookRegistration, renewAdminToken, returnSyncJob, SHOPIFY_TOPICS, shopsWithDueJobs, type SyncJob, unsyncCode,
 } from '../domain/shopify/index.js';
 import type { OutboxHandler } from '../events/outbox-relay.js';
 import { wakeableSleep } from '../events/wakeable-sleep.js';
 import type { Logger } from '../logger.js';
-import { adminClient, type AdminClient, clientCredentialsToken, type CallCost, ShopifyAdminError, type StoreUrls } from './client.js';
+import { adminClient, type AdminClient, clientCredentialsToken, ShopifyAdminError, type StoreUrls } from './client.js';
 import {
   DISCOUNT_CODE_BASIC_CREATE, DISCOUNT_CODE_BY_CODE, DISCOUNT_CODE_DEACTIVATE, DISCOUNT_CODE_FREE_SHIPPING_CREATE, type Operation,
   WEBHOOK_SUBSCRIPTION_CREATE, WEBHOOK_SUBSCRIPTIONS,
@@ -16,17 +16,25 @@ import { ShopThrottle } from './throttle.js';
 
 /**
  * Tells Shopify what the sync jobs say (DESIGN.md "Shopify, the Admin side"): codes created and
- * deactivated, webhooks registered. One lane per shop with jobs due, each serving its shop's jobs
- * a batch at a time, several calls in flight, each call waiting for its cost in the shop's bucket
- * (throttle.ts): a throttled, failing or unreachable store slows only its own lane. Lanes are
- * capped per worker; shops whose jobs waited longest get the free lanes first. Any number of
- * workers share the queue through leases (sync-jobs.ts).
+ * deactivated, webhooks registered. One lane per shop with jobs due, each with several calls in
+ * flight, each call waiting for its cost in the shop's bucket (throttle.ts); a lane claims its next
+ * jobs while the current ones run, as many as the bucket will pay for soon, so a busy shop's calls
+ * follow each other without a gap and no claimed job outlives its lease waiting for the bucket. A
+ * throttled, failing or unreachable store slows only its own lane. Lanes are capped per worker;
+ * shops whose jobs waited longest get the free lanes first. Any number of workers share the queue
+ * through leases (sync-jobs.ts).
  */
 
 /** Where Shopify sends the webhooks the connector registers. */
 export const SHOPIFY_WEBHOOK_PATH = '/integrations/shopify/webhooks';
 /** A client-credentials token is renewed this long before it lapses. */
 const RENEW_BEFORE_MS = 60 * 60 * 1000;
+/** What most jobs cost in the bucket (a mutation), to size a lane's claims. */
+const JOB_COST = DISCOUNT_CODE_BASIC_CREATE.cost;
+/** A lane holds the jobs its shop's bucket pays for within this long... */
+const CLAIM_AHEAD_MS = 2_000;
+/** ...and a call that would wait longer than this for the bucket puts its job back, due when the bucket holds it (other workers spent it). */
+const MAX_BUCKET_WAIT_MS = 5_000;
 
 export type ShopifySyncOptions = {
   db: DB;
@@ -38,7 +46,7 @@ export type ShopifySyncOptions = {
   now?: () => number;
   /** Shops served at once by this worker. */
   lanes?: number;
-  /** Calls in flight per shop. */
+  /** Calls in flight per shop (the bucket decides how many are sent; this bounds what one slow store holds). */
   perShop?: number;
   pollMs?: number;
   onCall?: (outcome: 'ok' | ShopifyAdminError['kind']) => void;
@@ -57,7 +65,7 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
   const { db, logger, secrets, urls, publicUrl } = options;
   const now = options.now ?? Date.now;
   const maxLanes = options.lanes ?? 16;
-  const perShop = options.perShop ?? 8;
+  const perShop = options.perShop ?? 16;
   const pollMs = options.pollMs ?? 500;
   const throttle = new ShopThrottle();
   const lanes = new Map<string, Promise<void>>();
@@ -82,28 +90,24 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
     for (;;) {
       const wait = throttle.reserve(shopId, operation.cost, now());
       if (wait === 0) break;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 5_000)));
+      if (wait > MAX_BUCKET_WAIT_MS) throw new ShopifyAdminError('throttled', "the shop's bucket is spent");
+      await new Promise((resolve) => setTimeout(resolve, wait));
       if (!running) throw new ShopifyAdminError('unavailable', 'the worker is stopping');
     }
     try {
       const { data, cost } = await client.request<T>(operation.query, variables);
-      observe(shopId, cost);
+      throttle.settle(shopId, operation.cost, cost?.throttle ?? null, now());
       options.onCall?.('ok');
       return data;
     } catch (err) {
-      if (err instanceof ShopifyAdminError) {
-        options.onCall?.(err.kind);
-        if (err.kind !== 'throttled') observe(shopId, err.cost);
-      }
+      throttle.settle(shopId, operation.cost, err instanceof ShopifyAdminError ? (err.cost?.throttle ?? null) : null, now());
+      if (err instanceof ShopifyAdminError) options.onCall?.(err.kind);
       throw err;
     }
   }
-  const observe = (shopId: string, cost: CallCost | null) => {
-    if (cost?.throttle) throttle.observe(shopId, cost.throttle, now());
-  };
 
-  async function createCode(shopId: string, client: AdminClient, job: SyncJob): Promise<void> {
-    const code = await codeToSync(db, shopId, job.subject);
+  /** Creates the job's code (read with its batch, when the lane claimed it). */
+  async function createCode(shopId: string, client: AdminClient, job: SyncJob, code: CodeToSync | undefined): Promise<void> {
     if (!code || code.shopifySync === 'synced' || code.shopifySync === 'failed') return;
     // It ended before it reached Shopify: nothing to create.
     if (code.status !== 'issued') return unsyncCode(db, code.id);
@@ -155,17 +159,20 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
     }
   }
 
+  /** Jobs a lane claimed, with what they need: the shop's connection and client, and the batch's codes. */
+  type Claimed = { job: SyncJob; connection: OpenAdminConnection; client: AdminClient; codes: Map<string, CodeToSync> };
+
   /** Does one job; returns when it is to be tried again without counting a try (throttled, or waiting on another job). */
-  async function runJob(connection: OpenAdminConnection, client: AdminClient, job: SyncJob): Promise<void> {
+  async function runJob({ job, connection, client, codes }: Claimed): Promise<void> {
     const { shopId } = connection;
     try {
-      if (job.kind === 'code_create') await createCode(shopId, client, job);
+      if (job.kind === 'code_create') await createCode(shopId, client, job, codes.get(job.subject));
       else if (job.kind === 'webhooks_register') await registerWebhooks(shopId, client);
       else if ((await deactivateCode(shopId, client, job)) === 'later') return returnSyncJob(db, job, new Date(now() + 2_000));
       await finishSyncJob(db, job);
     } catch (err) {
       if (err instanceof ShopifyAdminError && err.kind === 'throttled') {
-        return returnSyncJob(db, job, new Date(now() + throttle.throttled(shopId, 10, err.cost?.throttle ?? null, now())));
+        return returnSyncJob(db, job, new Date(now() + throttle.throttled(shopId, JOB_COST, now())));
       }
       const reason = err instanceof Error ? err.message : String(err);
       const final = await failSyncJob(db, job, reason, new Date(now()), err instanceof ShopifyAdminError && err.kind === 'refused');
@@ -177,11 +184,11 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
     }
   }
 
-  /** Serves one shop until it has nothing due. */
-  async function lane(shopId: string): Promise<void> {
-    while (running) {
-      const jobs = await claimSyncJobs(db, shopId, new Date(now()), perShop * 4);
-      if (jobs.length === 0) return;
+  /** Claims the shop's next due jobs, up to `limit`; [] when none are due. */
+  async function claim(shopId: string, limit: number): Promise<Claimed[]> {
+    for (;;) {
+      const jobs = await claimSyncJobs(db, shopId, new Date(now()), limit);
+      if (jobs.length === 0) return [];
       const connection = await openAdminConnection(db, secrets, shopId);
       if (!connection) {
         // Disconnected since the jobs were queued: there is no one to tell.
@@ -196,13 +203,47 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
         for (const job of jobs) await failSyncJob(db, job, reason, new Date(now()));
         continue;
       }
-      // Codes first in the order they were issued; several calls in flight, each waiting for its cost.
-      let next = 0;
-      const worker = async () => {
-        while (next < jobs.length) await runJob(connection, client, jobs[next++]!);
-      };
-      await Promise.all(Array.from({ length: Math.min(perShop, jobs.length) }, worker));
+      const codes = await codesToSync(db, shopId, jobs.filter((j) => j.kind === 'code_create').map((j) => j.subject));
+      return jobs.map((job) => ({ job, connection, client, codes }));
     }
+  }
+
+  /**
+   * Serves one shop until it has nothing due: `perShop` slots take jobs, in the order they were
+   * queued, from what the lane has claimed; when that runs low, the next jobs are claimed while
+   * the slots work, as many as the shop's bucket pays for within CLAIM_AHEAD_MS.
+   */
+  async function lane(shopId: string): Promise<void> {
+    const claimed: Claimed[] = [];
+    let claiming: Promise<void> | undefined;
+    let drained = false; // the last claim found nothing due
+    const claimMore = () =>
+      (claiming ??= (async () => {
+        const room = Math.min(perShop * 4, throttle.affordable(shopId, JOB_COST, CLAIM_AHEAD_MS, now())) - claimed.length;
+        if (room <= 0) return;
+        const more = await claim(shopId, room);
+        drained = more.length === 0;
+        claimed.push(...more);
+      })().finally(() => {
+        claiming = undefined;
+      }));
+    const slot = async () => {
+      while (running) {
+        if (claimed.length <= perShop && !drained) {
+          const pending = claimMore();
+          if (claimed.length === 0) await pending;
+        }
+        const next = claimed.shift();
+        if (next) await runJob(next);
+        else if (drained) return;
+      }
+    };
+    const slots = await Promise.allSettled(Array.from({ length: perShop }, slot));
+    await claiming?.catch(() => undefined);
+    // Stopping: jobs claimed but not begun are due again now, for whichever worker runs next.
+    for (const { job } of claimed.splice(0)) await returnSyncJob(db, job, new Date(now()));
+    const failed = slots.find((s) => s.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   async function run(): Promise<void> {

@@ -12,5 +12,5 @@ export {
   openAdminConnection, type OpenAdminConnection, parseAdminCredentials, recordWebhookRegistration, registeredWebhooks, renewAdminToken,
   REQUIRED_SCOPES, saveAdminConnection, storeDomainOf, type WebhookRegistration,
 } from './admin-connection.js';
-export { codeToSync, type CodeTermsRow, type CodeToSync, gid, percentFraction, shopifyDiscountOf, queueCodeSync, recordCodeRefused, recordCodeSynced, type ShopifyDiscount, unsyncCode } from './code-sync.js';
-export { claimSyncJobs, enqueueSyncJob, failSyncJob, finishSyncJob, returnSyncJob, shopsWithDueJobs, SYNC_KINDS, type SyncJob, type SyncKind, syncJobCounts } from './sync-jobs.js';
+export { codesToSync, codeToSync, type CodeTermsRow, type CodeToSync, gid, percentFraction, shopifyDiscountOf, queueCodeSync, recordCodeRefused, recordCodeSynced, type ShopifyDiscount, unsyncCode } from './code-sync.js';
+export { claimSyncJobs, enqueueSyncJobs, failSyncJob, finishSyncJob, returnSyncJob, shopsWithDueJobs, SYNC_KINDS, type SyncJob, type SyncKind, syncJobCounts } from './sync-jobs.js';

@@ -20,11 +20,19 @@ export type SyncJob = ShopifySyncJobRow & { kind: SyncKind };
 /** Longer than any one call may take (the client's timeout is 15 s). */
 export const SYNC_LEASE_MS = 60_000;
 
-/** Queues a job; one already waiting for the same shop, kind and subject is due again now, with fresh tries. */
-export async function enqueueSyncJob(db: Queryable, shopId: string, kind: SyncKind, subject: string, dueAt = new Date()): Promise<void> {
+export type NewSyncJob = { shopId: string; kind: SyncKind; subject: string };
+
+/**
+ * Queues jobs in one statement (the outbox relay queues a batch of codes at once); one already
+ * waiting for the same shop, kind and subject is due again now, with fresh tries.
+ */
+export async function enqueueSyncJobs(db: Queryable, jobs: readonly NewSyncJob[], dueAt = new Date()): Promise<void> {
+  // One row per key: a statement's ON CONFLICT cannot update the same row twice.
+  const unique = [...new Map(jobs.map((j) => [`${j.shopId} ${j.kind} ${j.subject}`, j])).values()];
+  if (unique.length === 0) return;
   await db
     .insertInto('shopify_sync_jobs')
-    .values({ id: newId(), shop_id: shopId, kind, subject, due_at: dueAt })
+    .values(unique.map((j) => ({ id: newId(), shop_id: j.shopId, kind: j.kind, subject: j.subject, due_at: dueAt })))
     .onConflict((oc) => oc.columns(['shop_id', 'kind', 'subject']).doUpdateSet({ due_at: dueAt, attempts: 0, failed_at: null, last_error: null }))
     .execute();
 }
