@@ -43,6 +43,8 @@ export type ShopifySyncOptions = {
   urls: StoreUrls;
   /** The service's public URL (PUBLIC_URL), which Shopify's webhooks are registered to; null: not set. */
   publicUrl: string | null;
+  /** How long one call to Shopify may take (SHOPIFY_ADMIN_TIMEOUT_MS). */
+  timeoutMs?: number;
   now?: () => number;
   /** Shops served at once by this worker. */
   lanes?: number;
@@ -67,6 +69,10 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
   const maxLanes = options.lanes ?? 16;
   const perShop = options.perShop ?? 16;
   const pollMs = options.pollMs ?? 500;
+  const timeoutMs = options.timeoutMs ?? 15_000;
+  // A claimed job waits its turn in the lane (CLAIM_AHEAD_MS), then makes up to two calls (a look-up
+  // and a creation), each waiting for the bucket and then for Shopify: its lease outlasts all that.
+  const leaseMs = CLAIM_AHEAD_MS + 2 * (MAX_BUCKET_WAIT_MS + timeoutMs) + timeoutMs;
   const throttle = new ShopThrottle();
   const lanes = new Map<string, Promise<void>>();
   const idle = wakeableSleep();
@@ -77,7 +83,7 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
     const { credentials } = connection;
     if (credentials.auth === 'access_token') return credentials.accessToken;
     if (connection.accessToken && connection.tokenExpiresAt && connection.tokenExpiresAt.getTime() - now() > RENEW_BEFORE_MS) return connection.accessToken;
-    const granted = await clientCredentialsToken(urls, connection.shopDomain, credentials.clientId, credentials.clientSecret);
+    const granted = await clientCredentialsToken(urls, connection.shopDomain, credentials.clientId, credentials.clientSecret, timeoutMs);
     const expiresAt = new Date(now() + granted.expiresInSeconds * 1000);
     await renewAdminToken(db, secrets, connection.shopId, granted.accessToken, expiresAt, granted.scopes);
     connection.accessToken = granted.accessToken;
@@ -187,7 +193,7 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
   /** Claims the shop's next due jobs, up to `limit`; [] when none are due. */
   async function claim(shopId: string, limit: number): Promise<Claimed[]> {
     for (;;) {
-      const jobs = await claimSyncJobs(db, shopId, new Date(now()), limit);
+      const jobs = await claimSyncJobs(db, shopId, new Date(now()), limit, leaseMs);
       if (jobs.length === 0) return [];
       const connection = await openAdminConnection(db, secrets, shopId);
       if (!connection) {
@@ -197,7 +203,7 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
       }
       let client: AdminClient;
       try {
-        client = adminClient(urls, connection.shopDomain, await tokenFor(connection));
+        client = adminClient(urls, connection.shopDomain, await tokenFor(connection), timeoutMs);
       } catch (err) {
         const reason = err instanceof Error ? err.message : String(err);
         for (const job of jobs) await failSyncJob(db, job, reason, new Date(now()));

@@ -17,9 +17,6 @@ export const SYNC_KINDS = ['code_create', 'code_deactivate', 'webhooks_register'
 export type SyncKind = (typeof SYNC_KINDS)[number];
 export type SyncJob = ShopifySyncJobRow & { kind: SyncKind };
 
-/** Longer than any one call may take (the client's timeout is 15 s). */
-export const SYNC_LEASE_MS = 60_000;
-
 export type NewSyncJob = { shopId: string; kind: SyncKind; subject: string };
 
 /**
@@ -53,10 +50,10 @@ export async function shopsWithDueJobs(db: Queryable, now: Date, busy: readonly 
   return rows.map((r) => r.shop_id);
 }
 
-/** Leases up to `limit` of the shop's due jobs, oldest first; each lease counts as a try. */
-export async function claimSyncJobs(db: Queryable, shopId: string, now: Date, limit: number): Promise<SyncJob[]> {
+/** Leases up to `limit` of the shop's due jobs for `leaseMs` (longer than the worker may take over them), oldest first; each lease counts as a try. */
+export async function claimSyncJobs(db: Queryable, shopId: string, now: Date, limit: number, leaseMs: number): Promise<SyncJob[]> {
   const { rows } = await sql<SyncJob>`
-    update shopify_sync_jobs set due_at = ${new Date(now.getTime() + SYNC_LEASE_MS)}, attempts = attempts + 1
+    update shopify_sync_jobs set due_at = ${new Date(now.getTime() + leaseMs)}, attempts = attempts + 1
     where id = any(array(
       select id from shopify_sync_jobs
       where shop_id = ${shopId} and failed_at is null and due_at <= ${now}
