@@ -23,6 +23,8 @@ import { checkLedger, killAllServers, pool, scaled, type ServerProcess, sharedDa
 const REDIS_URL = process.env.TEST_REDIS_URL;
 const CODES = scaled(300, 2_000);
 const ANSWER_DELAY_MS = 300;
+/** 20 codes a second (10 points each) after the first 20: the backlog lasts long enough to kill an instance in its middle. */
+const STORE = { maximumAvailable: 200, restoreRate: 200 };
 
 /** An HTTP proxy to `target` that holds each answer `delayMs` before passing it on (a far-away Shopify). */
 async function delayingProxy(target: string, delayMs: number): Promise<{ url: string; close(): Promise<void> }> {
@@ -81,7 +83,7 @@ describe.runIf(onPostgres)('SIGKILL of one of two instances during a Shopify syn
 
   it(`${CODES} codes syncing, one instance killed: each exists in Shopify once, all synced, the ledger exact`, { timeout: 300_000 }, async () => {
     const [victim, survivor] = (await Promise.all([startServerProcess(env), startServerProcess(env)])) as [ServerProcess, ServerProcess];
-    const shop: SyncShop = await connectedShop(survivor.url, shopify, { shopId: db.shopId, apiKey: db.apiKey }, 'sync-kill', { maximumAvailable: 2_000, restoreRate: 1_000 });
+    const shop: SyncShop = await connectedShop(survivor.url, shopify, { shopId: db.shopId, apiKey: db.apiKey }, 'sync-kill', STORE);
 
     // The backlog: every code issued (over both instances), their creations under way.
     const codes = await pool(Array.from({ length: CODES }, (_, i) => i), 16, (i) => redeemCode(i % 2 ? survivor.url : victim.url, shop, db.ids[i % db.ids.length]!));
