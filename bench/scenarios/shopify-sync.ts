@@ -248,6 +248,9 @@ async function run(options: BenchOptions): Promise<boolean> {
     const achieved = creations.length / seconds;
     const allowed = allowedCodes / seconds;
     const ratio = creations.length / allowedCodes;
+    // The pace through the run, to show where time went (the start, the end, a stall).
+    const perFive = Array.from({ length: Math.ceil(seconds / 5) }, (_, i) => creations.filter((c) => c.at >= first + i * 5_000 && c.at < first + (i + 1) * 5_000).length / 5);
+    process.stdout.write(`  A's creations per second, each 5 s from the first: ${perFive.map((n) => n.toFixed(0)).join(' ')}\n`);
     const latenciesB = [...answeredB].map(([code, at]) => (storeB.discountByCode(code)?.createdAt ?? Number.POSITIVE_INFINITY) - at).sort((x, y) => x - y);
     const p50 = percentile(latenciesB, 50);
     const p99 = percentile(latenciesB, 99);
