@@ -222,11 +222,16 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
   async function lane(shopId: string): Promise<void> {
     const claimed: Claimed[] = [];
     let claiming: Promise<void> | undefined;
-    let drained = false; // the last claim found nothing due
+    // Nothing more to claim for now: none due, or the bucket pays for none soon (the run loop
+    // starts the lane again when both are there).
+    let drained = false;
     const claimMore = () =>
       (claiming ??= (async () => {
         const room = Math.min(perShop * 4, throttle.affordable(shopId, JOB_COST, CLAIM_AHEAD_MS, now())) - claimed.length;
-        if (room <= 0) return;
+        if (room <= 0) {
+          drained = claimed.length === 0;
+          return;
+        }
         const more = await claim(shopId, room);
         drained = more.length === 0;
         claimed.push(...more);
@@ -257,7 +262,8 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
       try {
         const free = maxLanes - lanes.size;
         if (free > 0) {
-          for (const shopId of await shopsWithDueJobs(db, new Date(now()), [...lanes.keys()], free)) {
+          const busy = [...lanes.keys(), ...throttle.spent(JOB_COST, now())];
+          for (const shopId of await shopsWithDueJobs(db, new Date(now()), busy, free)) {
             lanes.set(
               shopId,
               lane(shopId)

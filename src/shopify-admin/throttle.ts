@@ -55,12 +55,17 @@ export class ShopThrottle {
     if (status) this.observe(shopId, status, now);
   }
 
-  /** How many calls of `cost` the bucket pays for within `ms` (at least one: the first call finds out an unknown bucket). */
+  /** How many calls of `cost` the bucket pays for within `ms`; one for an unknown bucket (the first call finds it out). */
   affordable(shopId: string, cost: number, ms: number, now: number): number {
     const bucket = this.buckets.get(shopId);
     if (!bucket) return 1;
     this.refill(bucket, now);
-    return Math.max(1, Math.floor((bucket.available + (bucket.restoreRate * ms) / 1000) / cost));
+    return Math.max(0, Math.floor((bucket.available + (bucket.restoreRate * ms) / 1000) / cost));
+  }
+
+  /** Shops whose bucket cannot pay a call of `cost` now: a lane for them would only wait. */
+  spent(cost: number, now: number): string[] {
+    return [...this.buckets].filter(([shopId]) => this.affordable(shopId, cost, 0, now) === 0).map(([shopId]) => shopId);
   }
 
   /** Shopify throttled a call of `cost`: the wait (ms) until the bucket holds it, by Shopify's own figures when given. */
