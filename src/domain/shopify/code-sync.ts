@@ -161,10 +161,11 @@ export async function recordCodeSynced(db: Queryable, codeId: string, shopifyId:
  * A code that ended meanwhile (used, expired) keeps its state.
  */
 export async function recordCodeRefused(db: DB, shopId: string, codeId: string, code: string, reason: string): Promise<void> {
-  await db.updateTable('discount_codes').set({ shopify_sync: 'failed', shopify_error: reason.slice(0, 1000) }).where('id', '=', codeId).execute();
+  // Cancelled first: whoever reads `failed` finds the code cancelled and its points back.
   try {
     await cancelDiscountCode(db, shopId, code, { returnPoints: true });
   } catch (err) {
     if (!(err instanceof ConflictError)) throw err;
   }
+  await db.updateTable('discount_codes').set({ shopify_sync: 'failed', shopify_error: reason.slice(0, 1000) }).where('id', '=', codeId).execute();
 }
