@@ -112,6 +112,22 @@ describe('a throttled store beside a healthy one', () => {
     console.info(`busy shop: 40 creations over ${((at.at(-1)! - at[0]!) / 1000).toFixed(1)} s (the bucket allows 6.0 s)`);
     expect(at.at(-1)! - at[0]!).toBeLessThan(20_000);
   });
+
+  it('a bucket another app spent: the calls already sent are THROTTLED, their answers correct the estimate, and the rest wait; no try is lost', { timeout: 60_000 }, async () => {
+    const shared = await shop('shared', { maximumAvailable: 100, restoreRate: 20 });
+    const first = await redeemMany(shared, 2);
+    await until(async () => (await syncedCount(shared, first)) === 2, PROMPT_MS, 'the first codes, which tell the worker the bucket');
+    shopify.store(shared.domain).bucket.set(0);
+    const more = await redeemMany(shared, 4, 7_000_000_000_000_000_101n);
+    await until(async () => (await syncedCount(shared, more)) === more.length, 30_000, 'the codes after the bucket was spent');
+    await expectEachCreatedOnce(shared, [...first, ...more]);
+    // At most the calls sent before the first THROTTLED answer came back; none after it.
+    const { throttled } = throttledAnswers(shopify, shared.domain);
+    console.info(`a bucket spent by another app: ${throttled} THROTTLED answers for ${more.length} codes`);
+    expect(throttled).toBeLessThanOrEqual(more.length);
+    const erred = await t.app.database.db.selectFrom('discount_codes').select('id').where('shop_id', '=', shared.shopId).where('shopify_error', 'is not', null).execute();
+    expect(erred).toEqual([]);
+  });
 });
 
 describe('a failing store beside a healthy one', () => {
