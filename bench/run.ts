@@ -16,13 +16,14 @@ import { orders } from './scenarios/orders.js';
 import { points } from './scenarios/points.js';
 import { redemptions } from './scenarios/redemptions.js';
 import { scale } from './scenarios/scale.js';
+import { shopifySync } from './scenarios/shopify-sync.js';
 import { soak } from './scenarios/soak.js';
 import { storefront } from './scenarios/storefront.js';
 import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront, insights];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront, insights, shopifySync];
 // Run only when named: it builds databases of millions of rows and takes many minutes.
 const ON_REQUEST = new Set(['scale']);
 

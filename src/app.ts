@@ -110,6 +110,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       secrets: webhooks.secrets,
       urls: { baseUrlTemplate: config.shopifyAdminBaseUrl },
       publicUrl: config.publicUrl,
+      timeoutMs: config.shopifyAdminTimeoutMs,
       now: options.clock,
       onCall: (outcome) => metrics.shopifyCall(outcome),
     });

@@ -85,6 +85,9 @@ const configSchema = z.object({
   PUBLIC_URL: optionalString.pipe(z.url({ protocol: /^https?$/ }).optional()),
   // Where a store's Admin API is: {shop} is its myshopify.com domain. Changed only to point the
   // connector at a stand-in (tests, demos without a store).
+  // How long one call to a store's Admin API may take; a sync job's lease (how long a killed
+  // worker's jobs wait for another) follows from it.
+  SHOPIFY_ADMIN_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(15_000),
   SHOPIFY_ADMIN_BASE_URL: z.string().regex(/^https?:\/\/.*\{shop\}/, 'must be a URL containing {shop}').default('https://{shop}'),
 });
 
@@ -116,6 +119,7 @@ export type Config = {
   requestTimeoutMs: number;
   publicUrl: string | null;
   shopifyAdminBaseUrl: string;
+  shopifyAdminTimeoutMs: number;
 };
 
 export class ConfigError extends Error {}
@@ -156,5 +160,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestTimeoutMs: c.REQUEST_TIMEOUT_MS,
     publicUrl: c.PUBLIC_URL ?? null,
     shopifyAdminBaseUrl: c.SHOPIFY_ADMIN_BASE_URL,
+    shopifyAdminTimeoutMs: c.SHOPIFY_ADMIN_TIMEOUT_MS,
   };
 }

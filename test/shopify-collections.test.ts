@@ -6,7 +6,7 @@ import { openDatabase } from '../src/db/database.js';
 import { migrateToLatest } from '../src/db/migrate.js';
 import { inTransaction } from '../src/db/transaction.js';
 import { createShop } from '../src/domain/shops/index.js';
-import { COLLECTIONS_RECONCILE_EVERY_MS, enqueueSyncJob, reconcilePosition, recordReconcilePage, type SyncJob } from '../src/domain/shopify/index.js';
+import { COLLECTIONS_RECONCILE_EVERY_MS, enqueueSyncJobs, reconcilePosition, recordReconcilePage, type SyncJob } from '../src/domain/shopify/index.js';
 import { requestCollectionsReconcile } from '../src/domain/shopify/product-collections.js';
 import { startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
@@ -257,7 +257,7 @@ describe('the reconcile pass', () => {
     const { shopId } = await t.shop('Reconciling shop');
     const db = t.app.database.db;
     // Its job, due in a year: the worker leaves it alone.
-    await enqueueSyncJob(db, shopId, 'collections_reconcile', '', new Date(Date.now() + 365 * 86_400_000));
+    await enqueueSyncJobs(db, [{ shopId, kind: 'collections_reconcile', subject: '' }], new Date(Date.now() + 365 * 86_400_000));
     const job = (await db.selectFrom('shopify_sync_jobs').selectAll().where('shop_id', '=', shopId).executeTakeFirstOrThrow()) as SyncJob;
     const page = (products: Array<{ productId: string; collectionIds: string[] }>, next: string | null) => ({ products, incomplete: [], next });
     const first = await reconcilePosition(db, shopId, new Date());

@@ -121,3 +121,29 @@ async function stopChild(child: ChildProcess, tail: () => string): Promise<void>
   clearTimeout(timer);
   if (code !== 0) process.stderr.write(`the server exited with code ${code}:\n${tail()}\n`);
 }
+
+/** `npm run worker` (src/worker.ts) on the same database; resolves once it is running. */
+export async function startWorkerProcess(databaseUrl: string, env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('webhook worker running')) resolve();
+    });
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.once('exit', (code) => reject(new Error(`the worker exited with ${code}: ${output.slice(-2000)}`)));
+  });
+  return {
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}

@@ -6,7 +6,7 @@
 //   latency, split: the same as the first with WORKER=off and `npm run worker` beside the server
 //               (the worker learns of new events by polling the outbox, not from a local commit)
 // then a check that every event arrived exactly once, signed, and every delivery is `succeeded`.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
@@ -21,7 +21,7 @@ import { createShop } from '../../src/domain/shops/shops.js';
 import { percentile } from '../lib/load.js';
 import { connect, createIsolatedSchema } from '../lib/postgres.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
-import { REPO_ROOT, startServer } from '../lib/server.js';
+import { startServer, startWorkerProcess } from '../lib/server.js';
 import { fmt, formatTable } from '../lib/table.js';
 import { waitFor } from '../lib/wait.js';
 
@@ -100,32 +100,6 @@ async function measureLatency(url: string, headers: Record<string, string>, arri
   await waitFor(() => arrivals.length >= before + events, 30_000);
   const latencies = arrivals.slice(before + warmup, before + events).map((a) => a.at - a.eventAt).sort((x, y) => x - y);
   return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), n: latencies.length, events };
-}
-
-/** `npm run worker` (src/worker.ts) on the same database; resolves once it is running. */
-async function startWorkerProcess(databaseUrl: string, env: Record<string, string>) {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/worker.ts'], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, ...env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('webhook worker running')) resolve();
-    });
-    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.once('exit', (code) => reject(new Error(`the worker exited with ${code}: ${output.slice(-2000)}`)));
-  });
-  return {
-    async stop() {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
 }
 
 async function run(options: BenchOptions): Promise<boolean> {

@@ -1,14 +1,14 @@
 import type { DB } from '../db/database.js';
 import type { SecretBox } from '../domain/kernel/index.js';
 import {
-  claimSyncJobs, codeToSync, COLLECTIONS_RECONCILE_EVERY_MS, failSyncJob, finishSyncJob, gid, legacyId, openAdminConnection, type OpenAdminConnection, queueCodeSync,
-  reconcilePosition, recordCodeRefused, recordCodeSynced, recordProductCollections, recordReconcilePage, recordWebhookRegistration, rescheduleSyncJob,
-  returnSyncJob, SHOPIFY_TOPICS, shopsWithDueJobs, type SyncJob, unsyncCode,
+  claimSyncJobs, codesToSync, codeToSync, type CodeToSync, COLLECTIONS_RECONCILE_EVERY_MS, failSyncJob, finishSyncJob, gid, legacyId, openAdminConnection,
+  type OpenAdminConnection, queueCodeSync, reconcilePosition, recordCodeRefused, recordCodeSynced, recordProductCollections, recordReconcilePage,
+  recordWebhookRegistration, rescheduleSyncJob, returnSyncJob, SHOPIFY_TOPICS, shopsWithDueJobs, type SyncJob, unsyncCode,
 } from '../domain/shopify/index.js';
 import type { OutboxHandler } from '../events/outbox-relay.js';
 import { wakeableSleep } from '../events/wakeable-sleep.js';
 import type { Logger } from '../logger.js';
-import { adminClient, type AdminClient, type CallCost, ShopifyAdminError, type StoreUrls } from './client.js';
+import { adminClient, type AdminClient, ShopifyAdminError, type StoreUrls } from './client.js';
 import {
   DISCOUNT_CODE_BASIC_CREATE, DISCOUNT_CODE_BY_CODE, DISCOUNT_CODE_DEACTIVATE, DISCOUNT_CODE_FREE_SHIPPING_CREATE, type Operation, PRODUCT_COLLECTIONS,
   PRODUCTS_COLLECTIONS, WEBHOOK_SUBSCRIPTION_CREATE, WEBHOOK_SUBSCRIPTIONS,
@@ -18,15 +18,23 @@ import { adminToken } from './token.js';
 
 /**
  * Tells Shopify what the sync jobs say (DESIGN.md "Shopify, the Admin side"): codes created and
- * deactivated, webhooks registered; and reads what it says of products' collections. One lane per shop with jobs due, each serving its shop's jobs
- * a batch at a time, several calls in flight, each call waiting for its cost in the shop's bucket
- * (throttle.ts): a throttled, failing or unreachable store slows only its own lane. Lanes are
- * capped per worker; shops whose jobs waited longest get the free lanes first. Any number of
- * workers share the queue through leases (sync-jobs.ts).
+ * deactivated, webhooks registered; and reads what it says of products' collections. One lane per shop with jobs due, each with several calls in
+ * flight, each call waiting for its cost in the shop's bucket (throttle.ts); a lane claims its next
+ * jobs while the current ones run, as many as the bucket will pay for soon, so a busy shop's calls
+ * follow each other without a gap and no claimed job outlives its lease waiting for the bucket. A
+ * throttled, failing or unreachable store slows only its own lane. Lanes are capped per worker;
+ * shops whose jobs waited longest get the free lanes first. Any number of workers share the queue
+ * through leases (sync-jobs.ts).
  */
 
 /** Where Shopify sends the webhooks the connector registers. */
 export const SHOPIFY_WEBHOOK_PATH = '/integrations/shopify/webhooks';
+/** What most jobs cost in the bucket (a mutation), to size a lane's claims. */
+const JOB_COST = DISCOUNT_CODE_BASIC_CREATE.cost;
+/** A lane holds the jobs its shop's bucket pays for within this long... */
+const CLAIM_AHEAD_MS = 2_000;
+/** ...and a call that would wait longer than this for the bucket puts its job back, due when the bucket holds it (other workers spent it). */
+const MAX_BUCKET_WAIT_MS = 5_000;
 
 export type ShopifySyncOptions = {
   db: DB;
@@ -35,10 +43,12 @@ export type ShopifySyncOptions = {
   urls: StoreUrls;
   /** The service's public URL (PUBLIC_URL), which Shopify's webhooks are registered to; null: not set. */
   publicUrl: string | null;
+  /** How long one call to Shopify may take (SHOPIFY_ADMIN_TIMEOUT_MS). */
+  timeoutMs?: number;
   now?: () => number;
   /** Shops served at once by this worker. */
   lanes?: number;
-  /** Calls in flight per shop. */
+  /** Calls in flight per shop (the bucket decides how many are sent; this bounds what one slow store holds). */
   perShop?: number;
   pollMs?: number;
   onCall?: (outcome: 'ok' | ShopifyAdminError['kind']) => void;
@@ -57,43 +67,43 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
   const { db, logger, secrets, urls, publicUrl } = options;
   const now = options.now ?? Date.now;
   const maxLanes = options.lanes ?? 16;
-  const perShop = options.perShop ?? 8;
+  const perShop = options.perShop ?? 16;
   const pollMs = options.pollMs ?? 500;
+  const timeoutMs = options.timeoutMs ?? 15_000;
+  // A claimed job waits its turn in the lane (CLAIM_AHEAD_MS), then makes up to two calls (a look-up
+  // and a creation), each waiting for the bucket and then for Shopify: its lease outlasts all that.
+  const leaseMs = CLAIM_AHEAD_MS + 2 * (MAX_BUCKET_WAIT_MS + timeoutMs) + timeoutMs;
   const throttle = new ShopThrottle();
   const lanes = new Map<string, Promise<void>>();
   const idle = wakeableSleep();
   let running = false;
   let loop: Promise<void> | undefined;
 
-  const tokenFor = (connection: OpenAdminConnection) => adminToken(db, secrets, urls, connection, now());
+  const tokenFor = (connection: OpenAdminConnection) => adminToken(db, secrets, urls, connection, now(), timeoutMs);
 
   /** Sends one call once the shop's bucket holds its cost, and keeps what the answer said of the bucket. */
   async function call<T>(shopId: string, client: AdminClient, operation: Operation, variables?: Record<string, unknown>): Promise<T> {
     for (;;) {
       const wait = throttle.reserve(shopId, operation.cost, now());
       if (wait === 0) break;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(wait, 5_000)));
+      if (wait > MAX_BUCKET_WAIT_MS) throw new ShopifyAdminError('throttled', "the shop's bucket is spent");
+      await new Promise((resolve) => setTimeout(resolve, wait));
       if (!running) throw new ShopifyAdminError('unavailable', 'the worker is stopping');
     }
     try {
       const { data, cost } = await client.request<T>(operation.query, variables);
-      observe(shopId, cost);
+      throttle.settle(shopId, operation.cost, cost?.throttle ?? null, now());
       options.onCall?.('ok');
       return data;
     } catch (err) {
-      if (err instanceof ShopifyAdminError) {
-        options.onCall?.(err.kind);
-        if (err.kind !== 'throttled') observe(shopId, err.cost);
-      }
+      throttle.settle(shopId, operation.cost, err instanceof ShopifyAdminError ? (err.cost?.throttle ?? null) : null, now());
+      if (err instanceof ShopifyAdminError) options.onCall?.(err.kind);
       throw err;
     }
   }
-  const observe = (shopId: string, cost: CallCost | null) => {
-    if (cost?.throttle) throttle.observe(shopId, cost.throttle, now());
-  };
 
-  async function createCode(shopId: string, client: AdminClient, job: SyncJob): Promise<void> {
-    const code = await codeToSync(db, shopId, job.subject);
+  /** Creates the job's code (read with its batch, when the lane claimed it). */
+  async function createCode(shopId: string, client: AdminClient, job: SyncJob, code: CodeToSync | undefined): Promise<void> {
     if (!code || code.shopifySync === 'synced' || code.shopifySync === 'failed') return;
     // It ended before it reached Shopify: nothing to create.
     if (code.status !== 'issued') return unsyncCode(db, code.id);
@@ -182,11 +192,14 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
     await recordProductCollections(db, shopId, [{ productId: job.subject, collectionIds }], new Date(now()));
   }
 
+  /** Jobs a lane claimed, with what they need: the shop's connection and client, and the batch's codes. */
+  type Claimed = { job: SyncJob; connection: OpenAdminConnection; client: AdminClient; codes: Map<string, CodeToSync> };
+
   /** Does one job; returns when it is to be tried again without counting a try (throttled, or waiting on another job). */
-  async function runJob(connection: OpenAdminConnection, client: AdminClient, job: SyncJob): Promise<void> {
+  async function runJob({ job, connection, client, codes }: Claimed): Promise<void> {
     const { shopId } = connection;
     try {
-      if (job.kind === 'code_create') await createCode(shopId, client, job);
+      if (job.kind === 'code_create') await createCode(shopId, client, job, codes.get(job.subject));
       else if (job.kind === 'webhooks_register') await registerWebhooks(shopId, client);
       else if (job.kind === 'collections_reconcile') return await reconcileCollections(shopId, client, job);
       else if (job.kind === 'product_collections') await readProductCollections(shopId, client, job);
@@ -194,7 +207,7 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
       await finishSyncJob(db, job);
     } catch (err) {
       if (err instanceof ShopifyAdminError && err.kind === 'throttled') {
-        return returnSyncJob(db, job, new Date(now() + throttle.throttled(shopId, 10, err.cost?.throttle ?? null, now())));
+        return returnSyncJob(db, job, new Date(now() + throttle.throttled(shopId, JOB_COST, now())));
       }
       const reason = err instanceof Error ? err.message : String(err);
       const final = await failSyncJob(db, job, reason, new Date(now()), err instanceof ShopifyAdminError && err.kind === 'refused');
@@ -208,11 +221,11 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
     }
   }
 
-  /** Serves one shop until it has nothing due. */
-  async function lane(shopId: string): Promise<void> {
-    while (running) {
-      const jobs = await claimSyncJobs(db, shopId, new Date(now()), perShop * 4);
-      if (jobs.length === 0) return;
+  /** Claims the shop's next due jobs, up to `limit`; [] when none are due. */
+  async function claim(shopId: string, limit: number): Promise<Claimed[]> {
+    for (;;) {
+      const jobs = await claimSyncJobs(db, shopId, new Date(now()), limit, leaseMs);
+      if (jobs.length === 0) return [];
       const connection = await openAdminConnection(db, secrets, shopId);
       if (!connection) {
         // Disconnected since the jobs were queued: there is no one to tell.
@@ -221,19 +234,58 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
       }
       let client: AdminClient;
       try {
-        client = adminClient(urls, connection.shopDomain, await tokenFor(connection));
+        client = adminClient(urls, connection.shopDomain, await tokenFor(connection), timeoutMs);
       } catch (err) {
         const reason = err instanceof Error ? err.message : String(err);
         for (const job of jobs) await failSyncJob(db, job, reason, new Date(now()));
         continue;
       }
-      // Codes first in the order they were issued; several calls in flight, each waiting for its cost.
-      let next = 0;
-      const worker = async () => {
-        while (next < jobs.length) await runJob(connection, client, jobs[next++]!);
-      };
-      await Promise.all(Array.from({ length: Math.min(perShop, jobs.length) }, worker));
+      const codes = await codesToSync(db, shopId, jobs.filter((j) => j.kind === 'code_create').map((j) => j.subject));
+      return jobs.map((job) => ({ job, connection, client, codes }));
     }
+  }
+
+  /**
+   * Serves one shop until it has nothing due: `perShop` slots take jobs, in the order they were
+   * queued, from what the lane has claimed; when that runs low, the next jobs are claimed while
+   * the slots work, as many as the shop's bucket pays for within CLAIM_AHEAD_MS.
+   */
+  async function lane(shopId: string): Promise<void> {
+    const claimed: Claimed[] = [];
+    let claiming: Promise<void> | undefined;
+    // Nothing more to claim for now: none due, or the bucket pays for none soon (the run loop
+    // starts the lane again when both are there).
+    let drained = false;
+    const claimMore = () =>
+      (claiming ??= (async () => {
+        const room = Math.min(perShop * 4, throttle.affordable(shopId, JOB_COST, CLAIM_AHEAD_MS, now())) - claimed.length;
+        if (room <= 0) {
+          drained = claimed.length === 0;
+          return;
+        }
+        const more = await claim(shopId, room);
+        drained = more.length === 0;
+        claimed.push(...more);
+      })().finally(() => {
+        claiming = undefined;
+      }));
+    const slot = async () => {
+      while (running) {
+        if (claimed.length <= perShop && !drained) {
+          const pending = claimMore();
+          if (claimed.length === 0) await pending;
+        }
+        const next = claimed.shift();
+        if (next) await runJob(next);
+        else if (drained) return;
+      }
+    };
+    const slots = await Promise.allSettled(Array.from({ length: perShop }, slot));
+    await claiming?.catch(() => undefined);
+    // Stopping: jobs claimed but not begun are due again now, for whichever worker runs next.
+    for (const { job } of claimed.splice(0)) await returnSyncJob(db, job, new Date(now()));
+    const failed = slots.find((s) => s.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   async function run(): Promise<void> {
@@ -241,7 +293,8 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
       try {
         const free = maxLanes - lanes.size;
         if (free > 0) {
-          for (const shopId of await shopsWithDueJobs(db, new Date(now()), [...lanes.keys()], free)) {
+          const busy = [...lanes.keys(), ...throttle.spent(JOB_COST, now())];
+          for (const shopId of await shopsWithDueJobs(db, new Date(now()), busy, free)) {
             lanes.set(
               shopId,
               lane(shopId)

@@ -3,8 +3,8 @@ import type { DB } from '../../db/database.js';
 import type { Queryable } from '../../db/transaction.js';
 import { inTransaction } from '../../db/transaction.js';
 import { NotFoundError, parseInput, RuleViolationError, type SecretBox } from '../kernel/index.js';
-import { enqueueSyncJob } from './sync-jobs.js';
 import { collectionsSyncState, forgetStoreCatalogue, startCollectionsReconcile } from './product-collections.js';
+import { enqueueSyncJobs } from './sync-jobs.js';
 
 /**
  * The Admin side's connection to a shop's store (DESIGN.md "Shopify, the Admin side"): an Admin
@@ -93,7 +93,7 @@ export async function saveAdminConnection(
       .onConflict((oc) => oc.column('shop_id').doUpdateSet({ ...values, connected_at: new Date() }))
       .execute();
     await trx.updateTable('shops').set({ shopify_connected_at: new Date() }).where('id', '=', shopId).where('shopify_connected_at', 'is', null).execute();
-    await enqueueSyncJob(trx, shopId, 'webhooks_register', '');
+    await enqueueSyncJobs(trx, [{ shopId, kind: 'webhooks_register', subject: '' }]);
     await startCollectionsReconcile(trx, shopId);
   });
 }

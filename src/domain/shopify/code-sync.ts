@@ -2,7 +2,7 @@ import type { Trx, Queryable } from '../../db/transaction.js';
 import type { DB } from '../../db/database.js';
 import { cancelDiscountCode } from '../codes/index.js';
 import { ConflictError } from '../kernel/index.js';
-import { enqueueSyncJob } from './sync-jobs.js';
+import { enqueueSyncJobs, type NewSyncJob } from './sync-jobs.js';
 
 /**
  * Codes in Shopify (DESIGN.md "Shopify, the Admin side"; issue 34, item 3): each code issued to a
@@ -20,13 +20,15 @@ export async function queueCodeSync(trx: Trx, events: readonly CodeEvent[]): Pro
   if (wanted.length === 0) return;
   const shopIds = [...new Set(wanted.map((e) => e.shopId))];
   const connected = new Set((await trx.selectFrom('shopify_admin_connections').select('shop_id').where('shop_id', 'in', shopIds).execute()).map((r) => r.shop_id));
+  const jobs: NewSyncJob[] = [];
   for (const event of wanted) {
     if (!connected.has(event.shopId)) continue;
     const codeId = (event.data as { _id?: unknown })._id;
     if (typeof codeId !== 'string') continue;
     // The code is pending already (a trigger marks the codes of connected shops as they are issued).
-    await enqueueSyncJob(trx, event.shopId, event.type === 'redemptions/created' ? 'code_create' : 'code_deactivate', codeId);
+    jobs.push({ shopId: event.shopId, kind: event.type === 'redemptions/created' ? 'code_create' : 'code_deactivate', subject: codeId });
   }
+  await enqueueSyncJobs(trx, jobs);
 }
 
 /** A Shopify id from ours: ids given bare (as order webhooks carry them) or already global. */
@@ -68,7 +70,13 @@ export type CodeTermsRow = {
 
 /** The code and what Shopify is to be told of it; undefined when it is gone. */
 export async function codeToSync(db: Queryable, shopId: string, codeId: string): Promise<CodeToSync | undefined> {
-  const row = await db
+  return (await codesToSync(db, shopId, [codeId])).get(codeId);
+}
+
+/** The codes (by id) and what Shopify is to be told of each, in one query for a batch of jobs; gone ones are missing. */
+export async function codesToSync(db: Queryable, shopId: string, codeIds: readonly string[]): Promise<Map<string, CodeToSync>> {
+  if (codeIds.length === 0) return new Map();
+  const rows = await db
     .selectFrom('discount_codes as c')
     .innerJoin('customers as cu', 'cu.id', 'c.customer_id')
     .leftJoin('points_redemptions as r', 'r.id', 'c.reward_id')
@@ -78,10 +86,11 @@ export async function codeToSync(db: Queryable, shopId: string, codeId: string):
       'r.minimum_requirement_type', 'r.minimum_requirement_value', 'r.combinations',
     ])
     .where('c.shop_id', '=', shopId)
-    .where('c.id', '=', codeId)
-    .executeTakeFirst();
-  if (!row) return undefined;
-  return { id: row.id, shopId, code: row.code, status: row.status, shopifySync: row.shopify_sync, shopifyId: row.shopify_id, discount: shopifyDiscountOf(row) };
+    .where('c.id', 'in', codeIds)
+    .execute();
+  return new Map(
+    rows.map((row) => [row.id, { id: row.id, shopId, code: row.code, status: row.status, shopifySync: row.shopify_sync, shopifyId: row.shopify_id, discount: shopifyDiscountOf(row) }]),
+  );
 }
 
 const list = (v: unknown) => (Array.isArray(v) ? (v as string[]) : []);
@@ -152,10 +161,11 @@ export async function recordCodeSynced(db: Queryable, codeId: string, shopifyId:
  * A code that ended meanwhile (used, expired) keeps its state.
  */
 export async function recordCodeRefused(db: DB, shopId: string, codeId: string, code: string, reason: string): Promise<void> {
-  await db.updateTable('discount_codes').set({ shopify_sync: 'failed', shopify_error: reason.slice(0, 1000) }).where('id', '=', codeId).execute();
+  // Cancelled first: whoever reads `failed` finds the code cancelled and its points back.
   try {
     await cancelDiscountCode(db, shopId, code, { returnPoints: true });
   } catch (err) {
     if (!(err instanceof ConflictError)) throw err;
   }
+  await db.updateTable('discount_codes').set({ shopify_sync: 'failed', shopify_error: reason.slice(0, 1000) }).where('id', '=', codeId).execute();
 }

@@ -13,14 +13,14 @@ export {
   openAdminConnection, type OpenAdminConnection, parseAdminCredentials, recordWebhookRegistration, registeredWebhooks, renewAdminToken,
   REQUIRED_SCOPES, saveAdminConnection, storeDomainOf, type WebhookRegistration,
 } from './admin-connection.js';
-export { codeToSync, type CodeTermsRow, type CodeToSync, gid, percentFraction, shopifyDiscountOf, queueCodeSync, recordCodeRefused, recordCodeSynced, type ShopifyDiscount, unsyncCode } from './code-sync.js';
+export { codesToSync, codeToSync, type CodeTermsRow, type CodeToSync, gid, percentFraction, shopifyDiscountOf, queueCodeSync, recordCodeRefused, recordCodeSynced, type ShopifyDiscount, unsyncCode } from './code-sync.js';
 export { type BulkObject, customerFromBulk, orderFromBulk } from './bulk-payloads.js';
 export {
   applyImportBatch, type BatchOutcome, beginShopifyImport, type BulkGroup, finishImportPhase, type ImportPhase, recordBulkOperation, recordBulkResult,
   recordImportError, restartImportPhase, type ShopifyImport, shopifyImportOf,
 } from './history-import.js';
 export {
-  claimSyncJobs, enqueueSyncJob, failSyncJob, finishSyncJob, rescheduleSyncJob, returnSyncJob, shopsWithDueJobs, SYNC_KINDS, type SyncJob, type SyncKind, syncJobCounts,
+  claimSyncJobs, enqueueSyncJobs, ensureSyncJob, failSyncJob, finishSyncJob, rescheduleSyncJob, returnSyncJob, shopsWithDueJobs, SYNC_KINDS, type SyncJob, type SyncKind, syncJobCounts,
 } from './sync-jobs.js';
 export {
   COLLECTIONS_RECONCILE_EVERY_MS, collectionsSyncState, knownCollections, legacyId, ORDER_WAITS_FOR_COLLECTIONS_MS, type ProductCollections, reconcilePosition,

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { DB } from '../../db/database.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
-import { ensureSyncJob, enqueueSyncJob, rescheduleSyncJob, type SyncJob } from './sync-jobs.js';
+import { enqueueSyncJobs, ensureSyncJob, rescheduleSyncJob, type SyncJob } from './sync-jobs.js';
 
 /**
  * Which collections a connected store's products are in (issue 34, item 4): Shopify's order
@@ -93,7 +93,7 @@ export async function adminConnected(db: Queryable, shopId: string): Promise<boo
 }
 
 /** products/create, products/update: the product's collections are read again (and orders for it wait for that). */
-export const refreshProductCollections = (trx: Trx, shopId: string, productId: string) => enqueueSyncJob(trx, shopId, 'product_collections', productId);
+export const refreshProductCollections = (trx: Trx, shopId: string, productId: string) => enqueueSyncJobs(trx, [{ shopId, kind: 'product_collections', subject: productId }]);
 
 /** products/delete: a product that is gone is in no collection. */
 export const forgetProduct = (trx: Trx, shopId: string, productId: string, at: Date) => recordProductCollections(trx, shopId, [{ productId, collectionIds: [] }], at);
@@ -112,7 +112,7 @@ export async function forgetCollection(trx: Trx, shopId: string, collectionId: s
 export async function startCollectionsReconcile(trx: Trx, shopId: string, now = new Date()): Promise<void> {
   const fresh = { cursor: null, started_at: null, again: false };
   await trx.insertInto('shopify_collection_reconciles').values({ shop_id: shopId, ...fresh }).onConflict((oc) => oc.column('shop_id').doUpdateSet(fresh)).execute();
-  await enqueueSyncJob(trx, shopId, 'collections_reconcile', '', now);
+  await enqueueSyncJobs(trx, [{ shopId, kind: 'collections_reconcile', subject: '' }], now);
 }
 
 /**
@@ -128,7 +128,7 @@ export async function requestCollectionsReconcile(trx: Trx, shopId: string, now 
     .returning('again')
     .executeTakeFirstOrThrow();
   if (row.again) await ensureSyncJob(trx, shopId, 'collections_reconcile', '', now);
-  else await enqueueSyncJob(trx, shopId, 'collections_reconcile', '', now);
+  else await enqueueSyncJobs(trx, [{ shopId, kind: 'collections_reconcile', subject: '' }], now);
 }
 
 /** Where the shop's pass is: the cursor of the next page (null: the first) and when the pass began. */

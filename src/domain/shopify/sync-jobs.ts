@@ -17,14 +17,19 @@ export const SYNC_KINDS = ['code_create', 'code_deactivate', 'webhooks_register'
 export type SyncKind = (typeof SYNC_KINDS)[number];
 export type SyncJob = ShopifySyncJobRow & { kind: SyncKind };
 
-/** Longer than any one call may take (the client's timeout is 15 s). */
-export const SYNC_LEASE_MS = 60_000;
+export type NewSyncJob = { shopId: string; kind: SyncKind; subject: string };
 
-/** Queues a job; one already waiting for the same shop, kind and subject is due again now, with fresh tries. */
-export async function enqueueSyncJob(db: Queryable, shopId: string, kind: SyncKind, subject: string, dueAt = new Date()): Promise<void> {
+/**
+ * Queues jobs in one statement (the outbox relay queues a batch of codes at once); one already
+ * waiting for the same shop, kind and subject is due again now, with fresh tries.
+ */
+export async function enqueueSyncJobs(db: Queryable, jobs: readonly NewSyncJob[], dueAt = new Date()): Promise<void> {
+  // One row per key: a statement's ON CONFLICT cannot update the same row twice.
+  const unique = [...new Map(jobs.map((j) => [`${j.shopId} ${j.kind} ${j.subject}`, j])).values()];
+  if (unique.length === 0) return;
   await db
     .insertInto('shopify_sync_jobs')
-    .values({ id: newId(), shop_id: shopId, kind, subject, due_at: dueAt })
+    .values(unique.map((j) => ({ id: newId(), shop_id: j.shopId, kind: j.kind, subject: j.subject, due_at: dueAt })))
     .onConflict((oc) => oc.columns(['shop_id', 'kind', 'subject']).doUpdateSet({ due_at: dueAt, attempts: 0, failed_at: null, last_error: null }))
     .execute();
 }
@@ -54,10 +59,10 @@ export async function shopsWithDueJobs(db: Queryable, now: Date, busy: readonly 
   return rows.map((r) => r.shop_id);
 }
 
-/** Leases up to `limit` of the shop's due jobs, oldest first; each lease counts as a try. */
-export async function claimSyncJobs(db: Queryable, shopId: string, now: Date, limit: number): Promise<SyncJob[]> {
+/** Leases up to `limit` of the shop's due jobs for `leaseMs` (longer than the worker may take over them), oldest first; each lease counts as a try. */
+export async function claimSyncJobs(db: Queryable, shopId: string, now: Date, limit: number, leaseMs: number): Promise<SyncJob[]> {
   const { rows } = await sql<SyncJob>`
-    update shopify_sync_jobs set due_at = ${new Date(now.getTime() + SYNC_LEASE_MS)}, attempts = attempts + 1
+    update shopify_sync_jobs set due_at = ${new Date(now.getTime() + leaseMs)}, attempts = attempts + 1
     where id = any(array(
       select id from shopify_sync_jobs
       where shop_id = ${shopId} and failed_at is null and due_at <= ${now}
