@@ -135,7 +135,11 @@ describe('a failing store beside a healthy one', () => {
     const hung = await shop('hung');
     const down = await shop('down');
     const healthy = await shop('healthy-beside');
-    shopify.failNext(hung.domain, { hang: true });
+    // What connecting queued (webhooks, the catalogue's first read) done first, so the failures meet the codes' calls.
+    const settled = async (s: { shopId: string }) =>
+      (await t.app.database.db.selectFrom('shopify_sync_jobs').select('id').where('shop_id', '=', s.shopId).where('due_at', '<=', new Date()).execute()).length === 0;
+    await until(async () => (await settled(hung)) && (await settled(down)), 10_000, 'the connections\' first jobs');
+    shopify.failNext(hung.domain, { hang: true, times: 2 });
     shopify.failNext(down.domain, { status: 503, times: 2 });
     const hungCodes = await redeemMany(hung, 2);
     const downCodes = await redeemMany(down, 2);
