@@ -84,6 +84,8 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
   /** Sends one call once the shop's bucket holds its cost, and keeps what the answer said of the bucket. */
   async function call<T>(shopId: string, client: AdminClient, operation: Operation, variables?: Record<string, unknown>): Promise<T> {
     for (;;) {
+      const bucket = throttle.tooSmallFor(shopId, operation.cost);
+      if (bucket !== null) throw new ShopifyAdminError('refused', `${operation.name} costs ${operation.cost} points, more than the store's whole bucket (${bucket})`);
       const wait = throttle.reserve(shopId, operation.cost, now());
       if (wait === 0) break;
       if (wait > MAX_BUCKET_WAIT_MS) throw new ShopifyAdminError('throttled', "the shop's bucket is spent");

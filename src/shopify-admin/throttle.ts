@@ -25,6 +25,12 @@ export class ShopThrottle {
   /** Shops whose first call is out: until it answers, nothing is known of the bucket. */
   private readonly probing = new Set<string>();
 
+  /** The bucket's size when it is smaller than `cost`: such a call can never run (Shopify would throttle it for ever); null otherwise or unknown. */
+  tooSmallFor(shopId: string, cost: number): number | null {
+    const maximum = this.buckets.get(shopId)?.maximum;
+    return maximum !== undefined && maximum < cost ? maximum : null;
+  }
+
   /** How long a call of `cost` must wait (ms); 0 means it may go now, and its cost is taken until `settle`. */
   reserve(shopId: string, cost: number, now: number): number {
     const bucket = this.buckets.get(shopId);
