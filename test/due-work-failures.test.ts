@@ -431,8 +431,12 @@ describe.runIf(onPostgres)('one shop\'s poison on PostgreSQL, the worker\'s own 
       await within('the poisoned shop\'s birthday run failing alone', async () => (await failedKinds()).includes('birthdays'));
       expect(await failedKinds()).toEqual(expect.arrayContaining(['birthdays', 'shopify_inbox']));
       expect(await adb.selectFrom('shopify_inbox').select('processed_at').where('id', '=', 'loop_poisoned').executeTakeFirstOrThrow()).toEqual({ processed_at: null });
-      const scrape = await (await fetch(`${app.url}/metrics`)).text();
-      for (const [, kind, value] of scrape.matchAll(/^loyalty_due_work_lag_seconds\{kind="(\w+)"\} (\S+)$/gm)) expect(Number(value), kind).toBeLessThan(5);
+      // Every kind's lag back under 5 s within the loop's usual time: an item the jump made due is
+      // late by days until its pass takes it (the poisoned shop's failing items do not count).
+      const lags = async () => [...(await (await fetch(`${app.url}/metrics`)).text()).matchAll(/^loyalty_due_work_lag_seconds\{kind="(\w+)"\} (\S+)$/gm)].map(([, kind, value]) => [kind, Number(value)] as const);
+      const lagMs = await within('every kind\'s lag under 5 s', async () => (await lags()).every(([, value]) => value < 5));
+      expect(lagMs).toBeLessThan(5_000);
+      expect((await lags()).length).toBeGreaterThan(0);
     } finally {
       await app.stop();
     }

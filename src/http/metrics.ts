@@ -67,17 +67,6 @@ export function createMetrics(sources: MetricSources): Metrics {
     labelNames: ['outcome'] as const,
     registers,
   });
-  new Gauge({
-    name: 'loyalty_shopify_sync_jobs',
-    help: 'Shopify sync jobs (codes to create or deactivate, webhooks to register): state waiting or failed (kept with Shopify\'s reason)',
-    labelNames: ['state'] as const,
-    registers,
-    async collect() {
-      const counts = await sources.shopifySyncJobs();
-      this.set({ state: 'waiting' }, counts.waiting);
-      this.set({ state: 'failed' }, counts.failed);
-    },
-  });
   const kindFailures = new Counter({
     name: 'loyalty_due_work_kind_failures_total',
     help: 'Passes of a kind of due work that failed as a whole (its database gone, a bug; logged); the other kinds went on',
@@ -104,7 +93,12 @@ export function createMetrics(sources: MetricSources): Metrics {
   // The gauges that read the database share one probe per scrape, its queries one after the
   // other: a scrape holds at most one pooled connection, and never queues for a second beside it.
   let probe:
-    | Promise<{ queued: Array<{ status: string; n: number | string }> | null; lag: Record<string, number> | null; failures: Record<string, FailureCounts> | null }>
+    | Promise<{
+        queued: Array<{ status: string; n: number | string }> | null;
+        lag: Record<string, number> | null;
+        failures: Record<string, FailureCounts> | null;
+        sync: { waiting: number; failed: number } | null;
+      }>
     | undefined;
   const probeDatabase = () =>
     (probe ??= (async () => {
@@ -118,7 +112,8 @@ export function createMetrics(sources: MetricSources): Metrics {
         .catch(() => null);
       const lag = await sources.dueWorkLag().catch(() => null);
       const failures = await sources.dueWorkFailures().catch(() => null);
-      return { queued, lag, failures };
+      const sync = await sources.shopifySyncJobs().catch(() => null);
+      return { queued, lag, failures, sync };
     })().finally(() => {
       probe = undefined;
     }));
@@ -133,6 +128,19 @@ export function createMetrics(sources: MetricSources): Metrics {
       if (!queued) return;
       for (const status of QUEUED_STATUSES) this.set({ status }, 0);
       for (const row of queued) this.set({ status: row.status }, Number(row.n));
+    },
+  });
+  new Gauge({
+    name: 'loyalty_shopify_sync_jobs',
+    help: 'Shopify sync jobs (codes to create or deactivate, webhooks to register, catalogue reads): state waiting or failed (kept with Shopify\'s reason)',
+    labelNames: ['state'] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const { sync } = await probeDatabase();
+      if (!sync) return;
+      this.set({ state: 'waiting' }, sync.waiting);
+      this.set({ state: 'failed' }, sync.failed);
     },
   });
   new Gauge({
