@@ -17,7 +17,7 @@ import { importCustomers, type ImportRecord } from '../src/domain/imports/custom
 import { createEarningRule } from '../src/domain/program/earning-rules.js';
 import { upsertCustomer } from '../src/domain/program/sign-up.js';
 import { authenticateApiKey, createShop } from '../src/domain/shops/shops.js';
-import { isolatedPostgresUrl, onPostgres, openTestDatabase, startTestApp } from './helpers.js';
+import { cliDatabase, isolatedPostgresUrl, onPostgres, openTestDatabase, startTestApp } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
@@ -27,22 +27,13 @@ const fixture = (name: string) => path.join(ROOT, 'test/fixtures', name);
 // PostgreSQL schema when TEST_DATABASE_URL is set, else a fresh PGlite data folder.
 let dbEnv: Record<string, string>;
 let dataDir: string;
-let dropSchema: (() => Promise<void>) | undefined;
+let cliDb: Awaited<ReturnType<typeof cliDatabase>> | undefined;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(path.join(tmpdir(), 'loyalty-cli-'));
-  if (onPostgres) {
-    const schema = await isolatedPostgresUrl();
-    dropSchema = schema.drop;
-    dbEnv = { DATABASE_URL: schema.url };
-  } else {
-    dbEnv = { DATABASE_URL: '', DATA_DIR: dataDir };
-  }
+  cliDb = await cliDatabase('loyalty-cli-');
+  ({ env: dbEnv, dataDir } = cliDb);
 });
-afterAll(async () => {
-  await dropSchema?.();
-  await rm(dataDir, { recursive: true, force: true });
-});
+afterAll(() => cliDb?.drop());
 
 type CliResult = { code: number | null; stdout: string; stderr: string };
 

@@ -1,5 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PGlite } from '@electric-sql/pglite';
@@ -44,6 +47,23 @@ export async function isolatedPostgresUrl(): Promise<{ url: string; drop(): Prom
 }
 
 /** A migrated in-memory PGlite whose every statement's SQL is passed to `onQuery` (to see what reaches the database). */
+/**
+ * A database for CLI child processes of one test file: an isolated PostgreSQL schema when the run
+ * has one, else an embedded one in a folder of its own (which also holds the file's scratch files).
+ */
+export async function cliDatabase(prefix: string): Promise<{ env: Record<string, string>; dataDir: string; drop(): Promise<void> }> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), prefix));
+  const schema = onPostgres ? await isolatedPostgresUrl() : undefined;
+  return {
+    env: schema ? { DATABASE_URL: schema.url } : { DATABASE_URL: '', DATA_DIR: dataDir },
+    dataDir,
+    async drop() {
+      await schema?.drop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
 export async function openLoggedPglite(onQuery: (sql: string) => void): Promise<Kysely<Database>> {
   const db = new Kysely<Database>({
     dialect: new PGliteDialect(await PGlite.create()),

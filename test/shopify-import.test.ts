@@ -1,9 +1,7 @@
 import { spawn } from 'node:child_process';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +14,7 @@ import { migrateToLatest } from '../src/db/migrate.js';
 import { SHOPIFY_WEBHOOKS_PATH } from '../src/rest/shopify-webhooks.js';
 import { importShopifyHistory } from '../src/shopify-admin/history-import.js';
 import { createSecretBox } from '../src/webhooks/secret-box.js';
-import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { cliDatabase, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 import { createShopifyAdminStandIn, moneyBag, type ShopifyAdminStandIn, type ShopifyStore } from './support/shopify-admin.js';
 
@@ -341,22 +339,13 @@ async function slowResults(target: string, linesPerTick: number, tickMs: number)
 describe('shopify import in the CLI', () => {
   let dataDir: string;
   let dbEnv: Record<string, string>;
-  let dropSchema: (() => Promise<void>) | undefined;
+  let cliDb: Awaited<ReturnType<typeof cliDatabase>> | undefined;
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(tmpdir(), 'loyalty-shopify-import-'));
-    if (onPostgres) {
-      const schema = await isolatedPostgresUrl();
-      dropSchema = schema.drop;
-      dbEnv = { DATABASE_URL: schema.url };
-    } else {
-      dbEnv = { DATABASE_URL: '', DATA_DIR: dataDir };
-    }
+    cliDb = await cliDatabase('loyalty-shopify-import-');
+    ({ env: dbEnv, dataDir } = cliDb);
   });
-  afterAll(async () => {
-    await dropSchema?.();
-    await rm(dataDir, { recursive: true, force: true });
-  });
+  afterAll(() => cliDb?.drop());
 
   const withDb = async <T>(fn: (db: DB) => Promise<T>): Promise<T> => {
     const handle = await openDatabase(onPostgres ? { url: dbEnv.DATABASE_URL } : { dataDir });
