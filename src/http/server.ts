@@ -15,6 +15,7 @@ import { HttpError, toErrorResponse } from '../requests/errors.js';
 import { idempotencyHooks } from '../requests/idempotency.js';
 import { REST_PREFIX, restApi } from '../rest/index.js';
 import { shopifyWebhookRoutes } from '../rest/shopify-webhooks.js';
+import { registerAdminPage } from './admin-page.js';
 import { registerDashboard } from './dashboard.js';
 import { registerApiDocs } from './docs.js';
 import { answerClientError, answerFrameworkError } from './framework-errors.js';
@@ -144,6 +145,7 @@ export async function createHttpServer(deps: {
     await bus.close();
   });
   registerDashboard(app);
+  registerAdminPage(app);
   registerApiDocs(app);
   registerGraphiQL(app);
   const idempotency = idempotencyHooks(db, 'graphql');
