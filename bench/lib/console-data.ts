@@ -8,7 +8,7 @@ import { migrateToLatest } from '../../src/db/migrate.js';
 import { createTier } from '../../src/domain/program/index.js';
 import { createPointsRedemption } from '../../src/domain/rewards/index.js';
 import { createShop } from '../../src/domain/shops/index.js';
-import { DOMAINS, ensureBuiltDatabase, FIRST_NAMES, idSql, LAST_NAMES, readableCodeSql, textArray, tsSql, withClient } from './scale-data.js';
+import { bulkInsert, DOMAINS, ensureBuiltDatabase, FIRST_NAMES, idSql, LAST_NAMES, readableCodeSql, textArray, tsSql, withClient } from './scale-data.js';
 
 /** Bump whenever the rows generated change: databases of another version are rebuilt. */
 const CONSOLE_DATA_VERSION = 1;
@@ -49,13 +49,7 @@ async function build(url: string, customers: number, log: (line: string) => void
     await close();
   }
 
-  return withClient(url, async (client) => {
-    await client.query("set synchronous_commit = off; set maintenance_work_mem = '512MB'; set work_mem = '128MB'");
-    const step = async (what: string, text: string, values: unknown[]) => {
-      const t = performance.now();
-      const { rowCount } = await client.query(text, values);
-      log(`    ${what}: ${rowCount ?? 0} rows in ${((performance.now() - t) / 1000).toFixed(1)} s`);
-    };
+  await bulkInsert(url, log, async (step) => {
     const t0 = Date.now() - 365 * DAY_MS;
     const customerMs = (i: string) => `${t0} + (${i}) * ${Math.max(1, Math.floor((30 * DAY_MS) / customers))}::bigint`;
     const customerId = (i: string) => idSql(customerMs(i), `$1 || ':c' || (${i})`);
@@ -120,10 +114,9 @@ async function build(url: string, customers: number, log: (line: string) => void
       select ${idSql(`${customerMs('r')} + 500`, "$1 || ':r' || r")}, $1, ${customerId('r')}, ${customerId('0')}, (select code from code), true,
         ${tsSql(`${customerMs('r')} + 500`)}, ${tsSql(`${customerMs('r')} + 500`)}
       from generate_series(1, ${Math.min(PAGE_CUSTOMER.referees, customers - 1)}) r order by r`, [shop.shopId]);
+  });
 
-    const t = performance.now();
-    await client.query('vacuum analyze');
-    log(`    vacuum analyze: ${((performance.now() - t) / 1000).toFixed(1)} s`);
+  return withClient(url, async (client) => {
     const facts = await client.query<{ email: string; code: string }>(
       `select c.email, (select code from discount_codes d where d.customer_id = c.id order by d.seq desc limit 1) as code
        from customers c where c.shop_id = $1 and c.shopify_customer_id = $2`,

@@ -202,6 +202,19 @@ async function build(url: string, size: ScaleSize, log: (line: string) => void):
     await close();
   }
 
+  return bulkInsert(url, log, async (step, client) => {
+    const subscriptions = await generateShop(step, client, main.shopId, shapes.main, 'main shop');
+    for (const [i, shopId] of others.entries()) await generateShop(step, client, shopId, shapes.others, `neighbour ${i + 1}`);
+    return { size, shopId: main.shopId, apiKey: main.apiKey, otherShopIds: others, subscriptions, shape: shapes.main };
+  });
+}
+
+/**
+ * Bulk statements on one connection set for them (no waiting on each commit's flush, memory for
+ * index builds), each timed and logged by `step`; then `vacuum analyze`, as autovacuum would
+ * have done by the time a shop had grown so: statistics, and the visibility map index-only scans need.
+ */
+export function bulkInsert<T>(url: string, log: (line: string) => void, fill: (step: Step, client: pg.Client) => Promise<T>): Promise<T> {
   return withClient(url, async (client) => {
     await client.query("set synchronous_commit = off; set maintenance_work_mem = '512MB'; set work_mem = '128MB'");
     const step = async (what: string, text: string, values: unknown[]) => {
@@ -209,12 +222,11 @@ async function build(url: string, size: ScaleSize, log: (line: string) => void):
       const { rowCount } = await client.query(text, values);
       log(`    ${what}: ${rowCount ?? 0} rows in ${((performance.now() - t) / 1000).toFixed(1)} s`);
     };
-    const subscriptions = await generateShop(step, client, main.shopId, shapes.main, 'main shop');
-    for (const [i, shopId] of others.entries()) await generateShop(step, client, shopId, shapes.others, `neighbour ${i + 1}`);
+    const result = await fill(step, client);
     const t = performance.now();
     await client.query('vacuum analyze');
     log(`    vacuum analyze: ${((performance.now() - t) / 1000).toFixed(1)} s`);
-    return { size, shopId: main.shopId, apiKey: main.apiKey, otherShopIds: others, subscriptions, shape: shapes.main };
+    return result;
   });
 }
 
@@ -245,7 +257,7 @@ export const LAST_NAMES = ['smith', 'garcia', 'mueller', 'rossi', 'dubois', 'kow
 export const DOMAINS = ['gmail.com', 'outlook.com', 'yahoo.fr', 'web.de', 'proton.me'];
 export const textArray = (items: readonly string[]) => `array[${items.map((s) => `'${s}'`).join(',')}]`;
 
-type Step = (what: string, text: string, values: unknown[]) => Promise<void>;
+export type Step = (what: string, text: string, values: unknown[]) => Promise<void>;
 
 /**
  * One shop's rows. Customers are created over the first 30 days of a year, their ledger over the

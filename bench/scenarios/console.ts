@@ -4,6 +4,7 @@
 // the latency is the figure), then the customers export of the whole shop: its time and the
 // server's peak resident memory while it streams. `--customers N` builds a smaller shop.
 import { readFileSync } from 'node:fs';
+import os from 'node:os';
 import { percentile } from '../lib/load.js';
 import { consoleDatabase, type ConsoleFacts, FIRST_CONSOLE_ID, PAGE_CUSTOMER } from '../lib/console-data.js';
 import { FIRST_NAMES, LAST_NAMES } from '../lib/scale-data.js';
@@ -32,14 +33,28 @@ const PAGE = `query($id: String!) {
 
 type Sampled = { name: string; latencies: number[] };
 
-/** The queries staff type: common and rare e-mail prefixes, exact shop ids and codes, and misses. */
-function searchQueries(facts: ConsoleFacts, n: number): string[] {
-  const out: string[] = [];
+/** The samples of each kind, as a Sampled of its own. */
+function byKind(all: Sampled, kinds: string[]): Sampled[] {
+  const groups = new Map<string, number[]>();
+  for (const [i, kind] of kinds.entries()) groups.set(kind, [...(groups.get(kind) ?? []), all.latencies[i]!]);
+  return [...groups].map(([kind, latencies]) => ({ name: `  ${kind}`, latencies: latencies.sort((a, b) => a - b) }));
+}
+
+/** The queries staff type, by kind: common and rare e-mail prefixes, exact shop ids and codes, and misses. */
+function searchQueries(facts: ConsoleFacts, n: number): Array<{ kind: string; q: string }> {
+  const out: Array<{ kind: string; q: string }> = [];
   for (let k = 0; out.length < n; k++) {
     const first = FIRST_NAMES[k % FIRST_NAMES.length]!;
     const last = LAST_NAMES[(k * 7) % LAST_NAMES.length]!;
-    const id = String(FIRST_CONSOLE_ID + ((k * 7919) % facts.customers));
-    const kinds = [first.slice(0, 2), first, `${first}.${last.slice(0, 2)}`, `${first}.${last}${(k * 31) % 1000}`, id, facts.pageCode, `nobody${k}`, facts.pageEmail.slice(0, 8)];
+    const kinds = [
+      { kind: 'e-mail prefix, 2 letters', q: first.slice(0, 2) },
+      { kind: 'e-mail prefix, a first name', q: first },
+      { kind: 'e-mail prefix, name and initial', q: `${first}.${last.slice(0, 2)}` },
+      { kind: 'e-mail prefix, nearly whole', q: `${first}.${last}${(k * 31) % 1000}` },
+      { kind: 'shop customer id', q: String(FIRST_CONSOLE_ID + ((k * 7919) % facts.customers)) },
+      { kind: 'discount code', q: facts.pageCode },
+      { kind: 'nothing found', q: `nobody${k}` },
+    ];
     out.push(kinds[k % kinds.length]!);
   }
   return out;
@@ -56,6 +71,8 @@ async function post(url: string, apiKey: string, query: string, variables: Recor
   return body.data;
 }
 
+const sorted = (s: Sampled): Sampled => ({ ...s, latencies: [...s.latencies].sort((a, b) => a - b) });
+
 /** Each request in turn, timed from send to the whole answer read. */
 async function sample(name: string, requests: Array<() => Promise<unknown>>): Promise<Sampled> {
   for (const request of requests.slice(0, WARMUP_REQUESTS)) await request();
@@ -65,7 +82,7 @@ async function sample(name: string, requests: Array<() => Promise<unknown>>): Pr
     await request();
     latencies.push(performance.now() - t);
   }
-  return { name, latencies: latencies.sort((a, b) => a - b) };
+  return { name, latencies };
 }
 
 function rssMiB(pid: number): number {
@@ -74,7 +91,7 @@ function rssMiB(pid: number): number {
 }
 
 /** Downloads the customers export as fast as it comes, sampling the server's RSS every 100 ms. */
-async function exportRun(url: string, apiKey: string, pid: number) {
+async function exportRun(url: string, apiKey: string, pid: number, expectedRows: number) {
   const before = rssMiB(pid);
   let peak = before;
   const timer = setInterval(() => (peak = Math.max(peak, rssMiB(pid))), 100);
@@ -83,18 +100,22 @@ async function exportRun(url: string, apiKey: string, pid: number) {
   let bytes = 0;
   let lines = 0;
   let tail = '';
+  // The server's RSS as each quarter of the rows arrives: flat if the export holds a page, rising if it holds the file.
+  const atQuarters: number[] = [];
   try {
     for await (const chunk of res.body! as unknown as AsyncIterable<Uint8Array>) {
       bytes += chunk.byteLength;
       const text = Buffer.from(chunk).toString('utf8');
       for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) lines++;
       tail = (tail + text).slice(-200);
+      if (lines >= ((atQuarters.length + 1) * expectedRows) / 4 && atQuarters.length < 3) atQuarters.push(rssMiB(pid));
     }
   } finally {
     clearInterval(timer);
   }
-  peak = Math.max(peak, rssMiB(pid));
-  return { status: res.status, seconds: (performance.now() - t) / 1000, bytes, rows: lines - 1, before, peak, tail };
+  atQuarters.push(rssMiB(pid));
+  peak = Math.max(peak, ...atQuarters);
+  return { atQuarters, status: res.status, seconds: (performance.now() - t) / 1000, bytes, rows: lines - 1, before, peak, tail };
 }
 
 export const consoleBench: Scenario = {
@@ -111,7 +132,9 @@ export const consoleBench: Scenario = {
       const gql = (query: string, variables: Record<string, unknown>) => post(server.url, facts.apiKey, query, variables);
 
       const queries = searchQueries(facts, samples);
-      const search = await sample('customerSearch', queries.map((q) => () => gql(SEARCH, { q })));
+      const searchRaw = await sample('customerSearch', queries.map(({ q }) => () => gql(SEARCH, { q })));
+      const searchKinds = byKind(searchRaw, queries.map((query) => query.kind));
+      const search = sorted(searchRaw);
       const byCode = await gql(SEARCH, { q: facts.pageCode.toLowerCase() });
       const byId = await gql(SEARCH, { q: String(FIRST_CONSOLE_ID) });
       const byPrefix = await gql(SEARCH, { q: facts.pageEmail.slice(0, 6) });
@@ -123,7 +146,7 @@ export const consoleBench: Scenario = {
         detail: `code → ${byCode.customerSearch[0]?.matchedBy}, id → ${byId.customerSearch[0]?.matchedBy}, prefix "${facts.pageEmail.slice(0, 6)}" → ${byPrefix.customerSearch.length} hits`,
       });
 
-      const page = await sample('customer page', Array.from({ length: samples }, () => () => gql(PAGE, { id: String(FIRST_CONSOLE_ID) })));
+      const page = sorted(await sample('customer page', Array.from({ length: samples }, () => () => gql(PAGE, { id: String(FIRST_CONSOLE_ID) }))));
       const shown = (await gql(PAGE, { id: String(FIRST_CONSOLE_ID) })).customer;
       const entries = shown.activities.edges.map((e: any) => e.node);
       checks.push({
@@ -133,7 +156,7 @@ export const consoleBench: Scenario = {
         detail: `${entries.length} entries (newest ${entries[0]?.newPoints} = balance ${shown.points}), ${shown.orders.edges.length} orders, ${shown.discountCodes.edges.length} codes (${[...new Set(shown.discountCodes.edges.map((e: any) => e.node.status))].join('/')}), ${shown.referees.edges.length} referees, tier ${shown.tier?.tier.name}`,
       });
 
-      const exported = await exportRun(server.url, facts.apiKey, server.pid);
+      const exported = await exportRun(server.url, facts.apiKey, server.pid, customers);
       checks.push({
         name: 'the export has every customer, once, and ends with a whole line',
         ok: exported.status === 200 && exported.rows === customers && exported.tail.endsWith('\r\n'),
@@ -147,11 +170,12 @@ export const consoleBench: Scenario = {
         [
           '',
           `  shop of ${customers} customers; the page customer has ${PAGE_CUSTOMER.entries} ledger entries, ${PAGE_CUSTOMER.entries / PAGE_CUSTOMER.codeEvery} codes, ${PAGE_CUSTOMER.orders} orders, ${PAGE_CUSTOMER.referees} referees`,
+          `  load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} at the end (other processes on these cores count in every figure)`,
           `  database ${db.built ? 'built' : 'reused'} (build ${db.buildSeconds.toFixed(0)} s); requests one at a time after ${WARMUP_REQUESTS} warm-up requests`,
           '',
-          formatTable(['request', 'samples', 'p50', 'p95', 'p99'], [row(search), row(page)]),
+          formatTable(['request', 'samples', 'p50', 'p95', 'p99'], [row(search), ...searchKinds.map(row), row(page)]),
           '',
-          `  export: ${exported.rows} rows, ${(exported.bytes / 1024 / 1024).toFixed(1)} MiB in ${exported.seconds.toFixed(1)} s (${(exported.rows / exported.seconds).toFixed(0)} rows/s); server RSS ${exported.before.toFixed(0)} MiB before, ${exported.peak.toFixed(0)} MiB at peak`,
+          `  export: ${exported.rows} rows, ${(exported.bytes / 1024 / 1024).toFixed(1)} MiB in ${exported.seconds.toFixed(1)} s (${(exported.rows / exported.seconds).toFixed(0)} rows/s); server RSS ${exported.before.toFixed(0)} MiB before, ${exported.atQuarters.map((m) => m.toFixed(0)).join(' / ')} MiB at each quarter of the rows, ${exported.peak.toFixed(0)} MiB at peak`,
           '',
           formatTable(['target', 'value', 'target', 'result'], [
             ['customer search p95', `${p95(search).toFixed(1)} ms`, `< ${TARGETS.searchP95Ms} ms`, met(p95(search) < TARGETS.searchP95Ms)],
