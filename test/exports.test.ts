@@ -35,7 +35,8 @@ const addPoints = (apiKey: string, customerIdentifier: string, amount: number, e
   t.post('/rest-api/v1/points/add', { customerIdentifier, amount, ...extra }, apiKey);
 
 beforeAll(async () => {
-  t = await startTestApp({ WORKER: 'off' });
+  // The exports' own limit (10 a minute) raised: this file asks for more; the last test checks it as configured.
+  t = await startTestApp({ WORKER: 'off', RATE_LIMIT_FIXED_MULTIPLIER: '100' });
   shop = await t.shop('Export shop');
   other = await t.shop('Other shop');
   // A tier at 100 points earned, and orders' points pending 10 days.
@@ -211,5 +212,32 @@ describe('GET /rest-api/v1/exports/ledger.csv', () => {
     expect(res.status).toBe(400);
     expect(res.headers.get('content-type')).toContain('application/json');
     expect(await res.json()).toMatchObject({ success: false, statusCode: 400, error: 'validation_error' });
+  });
+});
+
+describe('the exports\' rate limit', () => {
+  it('is 10 a minute per shop, shared by the two files, in the REST error shape', async () => {
+    const limited = await startTestApp({ WORKER: 'off' });
+    try {
+      const s = await limited.shop('Limited shop');
+      const other = await limited.shop('Unlimited neighbour');
+      const call = (path: string, key = s.apiKey) => fetch(`${limited.url}/rest-api/v1${path}`, { headers: { authorization: `Bearer ${key}` } });
+      for (let i = 0; i < 10; i++) {
+        const res = await call(i % 2 ? '/exports/customers.csv' : '/exports/ledger.csv?from=2026-01-01&to=2026-02-01');
+        expect(res.status).toBe(200);
+        expect(res.headers.get('ratelimit-limit')).toBe('10');
+        await res.text();
+      }
+      const refused = await call('/exports/customers.csv');
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+      expect(await refused.json()).toMatchObject({ success: false, statusCode: 429, error: 'rate_limited' });
+      // Another shop's bucket is its own.
+      const neighbour = await call('/exports/customers.csv', other.apiKey);
+      expect(neighbour.status).toBe(200);
+      expect(await neighbour.text()).toBe(`${CUSTOMER_HEADER}\r\n`);
+    } finally {
+      await limited.stop();
+    }
   });
 });
