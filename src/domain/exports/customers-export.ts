@@ -4,7 +4,7 @@ import { customerTiers } from '../program/index.js';
 import { csvRecord } from './csv.js';
 
 /** Rows a page reads: big enough that a statement's round trip is nothing beside its rows, small enough to hold. */
-export const EXPORT_PAGE = 1_000;
+export const EXPORT_PAGE = 5_000;
 
 /**
  * The customer export's columns, named as LoyaltyLion's customer record (merchant_id,
