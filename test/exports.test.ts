@@ -1,6 +1,8 @@
 import { parse } from 'csv-parse/sync';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { csvField } from '../src/domain/exports/csv.js';
+import { EXPORT_PAGE } from '../src/domain/exports/customers-export.js';
+import { ledgerCsv } from '../src/domain/exports/ledger-export.js';
 import { updateShopSettings } from '../src/domain/settings/shop-settings.js';
 import { startTestApp, type TestApp } from './helpers.js';
 
@@ -110,14 +112,13 @@ describe('GET /rest-api/v1/exports/customers.csv', () => {
 
   it('pages through more customers than a page holds, each once', async () => {
     const big = await t.shop('Many customers');
-    const ids: string[] = [];
-    for (let i = 0; i < 1_050; i += 150) {
-      const batch = Array.from({ length: Math.min(150, 1_050 - i) }, (_, k) => `m${String(i + k).padStart(4, '0')}`);
+    const total = EXPORT_PAGE + 50;
+    const ids = Array.from({ length: total }, (_, k) => `m${String(k).padStart(5, '0')}`);
+    for (let i = 0; i < total; i += 1_000) {
       await t.app.database.db
         .insertInto('customers')
-        .values(batch.map((id) => ({ id: `c_${big.shopId}_${id}`, shop_id: big.shopId, shopify_customer_id: id, email: `${id}@example.com` })))
+        .values(ids.slice(i, i + 1_000).map((id) => ({ id: `c_${big.shopId}_${id}`, shop_id: big.shopId, shopify_customer_id: id, email: `${id}@example.com` })))
         .execute();
-      ids.push(...batch);
     }
     const res = await get('/exports/customers.csv', big.apiKey);
     const rows: Array<Record<string, string>> = parse(await res.text(), { columns: true });
@@ -192,6 +193,17 @@ describe('GET /rest-api/v1/exports/ledger.csv', () => {
     expect(otherEntries.length).toBeGreaterThan(0);
     expect(day.rows.map((r) => r.id)).toEqual(all.filter((a) => a.created_at.toISOString().startsWith(today)).map((a) => a.id));
     expect(day.rows.some((r) => otherEntries.some((o) => o.id === r.id))).toBe(false);
+
+    // Pages of two entries give the same file as one page.
+    const wide = { from: new Date(Date.now() - 3_600_000), to: new Date(Date.now() + 3_600_000) };
+    const join = async (chunks: AsyncIterable<string>) => {
+      let text = '';
+      for await (const chunk of chunks) text += chunk;
+      return text;
+    };
+    const paged = await join(ledgerCsv(db, shop.shopId, wide, 2));
+    expect(paged).toBe(await join(ledgerCsv(db, shop.shopId, wide)));
+    expect(parse(paged, { columns: true })).toHaveLength(all.length);
 
     // A range with nothing in it: the header alone.
     const empty = await csv('/exports/ledger.csv?from=2001-01-01&to=2001-01-02');
