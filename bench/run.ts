@@ -1,4 +1,5 @@
 // `npm run bench [-- SCENARIO… [--duration 10] [--warmup 3] [--connections 32] [--customers 1000] [--cpu-prof DIR]]`
+// console: [--customers 1000000] [--samples 1000] [--rebuild]
 // scale only: [--build-only] [--rebuild] [--samples 1000] [--purge-turns 2] [--import-rows 1000000] [--parts lists,purge,import]
 // Runs the named scenarios (all when none is named) against a server on PostgreSQL
 // (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test);
@@ -8,6 +9,7 @@ import { runCleanups } from './lib/cleanup.js';
 import { describeMachine } from './lib/machine.js';
 import { benchDatabaseUrl } from './lib/postgres.js';
 import { type BenchOptions, SCALE_PARTS, type Scenario } from './lib/scenario.js';
+import { consoleBench } from './scenarios/console.js';
 import { expiry } from './scenarios/expiry.js';
 import { insights } from './scenarios/insights.js';
 import { isolation } from './scenarios/isolation.js';
@@ -23,9 +25,9 @@ import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront, insights, shopifySync];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront, insights, shopifySync, consoleBench];
 // Run only when named: it builds databases of millions of rows and takes many minutes.
-const ON_REQUEST = new Set(['scale']);
+const ON_REQUEST = new Set(['scale', 'console']);
 
 function positiveInt(name: string, value: string): number {
   const n = Number(value);
@@ -70,6 +72,7 @@ async function main(): Promise<number> {
     warmupSec: positiveInt('warmup', values.warmup),
     connections: positiveInt('connections', values.connections),
     customers: positiveInt('customers', values.customers),
+    customersGiven: process.argv.some((arg) => arg === '--customers' || arg.startsWith('--customers=')),
     cpuProfDir: values['cpu-prof'],
     scale: {
       buildOnly: values['build-only'],

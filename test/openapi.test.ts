@@ -397,6 +397,20 @@ describe('live responses match the document', () => {
     await shopify(400, headers({ 'x-shopify-topic': '' }));
   });
 
+  it('exports: a CSV file of the documented media type, and errors in the envelope', async () => {
+    for (const [route, query] of [['/exports/customers.csv', ''], ['/exports/ledger.csv', '?from=2026-01-01&to=2027-01-01']] as const) {
+      const res = await fetch(`${t.url}${REST_PREFIX}${route}${query}`, { headers: { authorization: `Bearer ${shop.apiKey}` } });
+      expect(res.status).toBe(200);
+      const documented = Object.keys(doc.paths[REST_PREFIX + route]!.get!.responses['200']!.content!);
+      expect(documented).toEqual(['text/csv']);
+      expect(res.headers.get('content-type')).toBe('text/csv; charset=utf-8');
+      expect((await res.text()).split('\r\n')[0]).toMatch(/^id,/);
+      checked.add(`GET ${route} 200`);
+      await expectDocumented('GET', route, route, 401, { apiKey: null });
+    }
+    await expectDocumented('GET', '/exports/ledger.csv', '/exports/ledger.csv?from=2026-01-01', 400);
+  });
+
   it('covered a success and an error of every documented operation', () => {
     for (const [path, item] of Object.entries(doc.paths)) {
       for (const method of Object.keys(item)) {

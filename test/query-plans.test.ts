@@ -14,6 +14,7 @@ import { codeExpiry, codeWarnings } from '../src/domain/codes/code-expiry.js';
 import { listDiscountCodes, listDiscountCodesOfCustomers } from '../src/domain/codes/discount-codes.js';
 import { listReferees, listRefereesOfReferrers, pageReferees } from '../src/domain/rewards/referrals.js';
 import { getDelivery, listAttemptsOfDeliveries, listDeliveries, listDeliveriesPage } from '../src/domain/webhooks/webhook-deliveries.js';
+import { searchCustomers } from '../src/domain/search/customer-search.js';
 import { buildLargeShop, deliveryId, LARGE_TABLES, subscriptionId } from './fixtures/large-shop.js';
 import { onPostgres, openTestDatabase } from './helpers.js';
 
@@ -134,8 +135,22 @@ describe.skipIf(!onPostgres)('query plans at scale (PostgreSQL)', () => {
       listDeliveriesPage(db, SHOP, { topic: 'points/*' }, { first, after: encodeTimeCursor({ created_at: new Date(Date.UTC(2026, 0, 2)), id: deliveryId(50_000) }) })],
     ['a delivery with its attempts', () => getDelivery(db, SHOP, deliveryId(77))],
     ['attempts of a page of deliveries', () => listAttemptsOfDeliveries(db, SHOP, [1, 2, 3].map(deliveryId))],
+    ['customer search by a common e-mail prefix', () => searchCustomers(db, SHOP, { query: 'm', first: 50 })],
+    ['customer search by a rare e-mail prefix', () => searchCustomers(db, SHOP, { query: 'zz' })],
+    ['customer search by a shop customer id', () => searchCustomers(db, SHOP, { query: '1234' })],
+    ['customer search by a discount code', () => searchCustomers(db, SHOP, { query: 'OTHER2345' })],
   ] as Array<[string, () => Promise<unknown>]>)('%s reads only what it returns', async (_name, call) => {
     expect(await plansOf(call)).toEqual([]);
+  });
+
+  it('customer search probes the three unique or ordered indexes, one each way', async () => {
+    captured = [];
+    const hits = await searchCustomers(db, SHOP, { query: 'other2345' });
+    expect(hits.map((h) => [h.matchedBy, h.customer.shopifyCustomerId])).toEqual([['discount_code', '2345']]);
+    const [statement] = captured;
+    const { rows } = await pool.query(`explain (analyze, format json) ${statement!.sql}`, statement!.parameters as unknown[]);
+    const indexes = nodesOf((rows[0]['QUERY PLAN'] as Array<{ Plan: PlanNode }>)[0]!.Plan).map((n) => n['Index Name']).filter(Boolean);
+    expect(new Set(indexes)).toEqual(new Set(['customers_shop_customer_id_key', 'discount_codes_shop_code_key', 'customers_shop_email_order_idx', 'customers_pkey']));
   });
 
   it('the birthday run reads the day\'s birthdays only', async () => {

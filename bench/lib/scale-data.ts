@@ -89,7 +89,7 @@ export function scaleDatabaseName(size: ScaleSize): string {
   return `bench_scale_${size}`;
 }
 
-async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+export async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
@@ -99,12 +99,12 @@ async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>)
   }
 }
 
-type Marker = { version: number; facts: ScaleFacts; build_seconds: string };
+type Marker<F> = { version: number; facts: F; build_seconds: string };
 
-async function readMarker(url: string): Promise<Marker | undefined> {
+async function readMarker<F>(url: string): Promise<Marker<F> | undefined> {
   try {
     return await withClient(url, async (client) => {
-      const { rows } = await client.query<Marker>('select version, facts, build_seconds from bench_scale_marker limit 1');
+      const { rows } = await client.query<Marker<F>>('select version, facts, build_seconds from bench_scale_marker limit 1');
       return rows[0];
     });
   } catch {
@@ -134,26 +134,40 @@ export async function ensureScaleDatabase(
   size: ScaleSize,
   options: { rebuild?: boolean; log?: (line: string) => void } = {},
 ): Promise<ScaleDatabase> {
+  return ensureBuiltDatabase(base, scaleDatabaseName(size), GENERATOR_VERSION, (url, log) => build(url, size, log), options);
+}
+
+/**
+ * A generated database kept between runs (the scale's, the console's): `build` fills it when it is
+ * missing, unfinished (no marker), of another `version`, or `rebuild` is set; otherwise pending
+ * migrations are applied and it is reused with the facts its build recorded.
+ */
+export async function ensureBuiltDatabase<F>(
+  base: string,
+  name: string,
+  version: number,
+  build: (url: string, log: (line: string) => void) => Promise<F>,
+  options: { rebuild?: boolean; log?: (line: string) => void } = {},
+): Promise<{ url: string; facts: F; built: boolean; buildSeconds: number }> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const name = scaleDatabaseName(size);
   const url = databaseUrl(base, name);
-  const marker = options.rebuild ? undefined : await readMarker(url);
-  if (marker && marker.version === GENERATOR_VERSION) {
+  const marker = options.rebuild ? undefined : await readMarker<F>(url);
+  if (marker && marker.version === version) {
     const applied = await migrate(url);
     log(`  ${name}: reused (generator version ${marker.version}, built in ${Number(marker.build_seconds).toFixed(0)} s)` +
       (applied.length ? `; applied ${applied.join(', ')}` : ''));
     return { url, facts: marker.facts, built: false, buildSeconds: Number(marker.build_seconds) };
   }
-  const why = options.rebuild ? 'rebuild asked for' : marker ? `generator version ${marker.version}, now ${GENERATOR_VERSION}` : 'missing or unfinished';
+  const why = options.rebuild ? 'rebuild asked for' : marker ? `generator version ${marker.version}, now ${version}` : 'missing or unfinished';
   log(`  ${name}: building (${why})`);
   const started = performance.now();
   await recreateDatabase(base, name);
-  const facts = await build(url, size, log);
+  const facts = await build(url, log);
   const buildSeconds = (performance.now() - started) / 1000;
   // The marker comes last: an interrupted build has none, so the next run starts it again.
   await withClient(url, async (client) => {
     await client.query('create table bench_scale_marker (version integer not null, facts jsonb not null, build_seconds numeric not null, built_at timestamptz not null default now())');
-    await client.query('insert into bench_scale_marker (version, facts, build_seconds) values ($1, $2, $3)', [GENERATOR_VERSION, JSON.stringify(facts), buildSeconds]);
+    await client.query('insert into bench_scale_marker (version, facts, build_seconds) values ($1, $2, $3)', [version, JSON.stringify(facts), buildSeconds]);
   });
   log(`  ${name}: built in ${buildSeconds.toFixed(0)} s`);
   return { url, facts, built: true, buildSeconds };
@@ -188,6 +202,19 @@ async function build(url: string, size: ScaleSize, log: (line: string) => void):
     await close();
   }
 
+  return bulkInsert(url, log, async (step, client) => {
+    const subscriptions = await generateShop(step, client, main.shopId, shapes.main, 'main shop');
+    for (const [i, shopId] of others.entries()) await generateShop(step, client, shopId, shapes.others, `neighbour ${i + 1}`);
+    return { size, shopId: main.shopId, apiKey: main.apiKey, otherShopIds: others, subscriptions, shape: shapes.main };
+  });
+}
+
+/**
+ * Bulk statements on one connection set for them (no waiting on each commit's flush, memory for
+ * index builds), each timed and logged by `step`; then `vacuum analyze`, as autovacuum would
+ * have done by the time a shop had grown so: statistics, and the visibility map index-only scans need.
+ */
+export function bulkInsert<T>(url: string, log: (line: string) => void, fill: (step: Step, client: pg.Client) => Promise<T>): Promise<T> {
   return withClient(url, async (client) => {
     await client.query("set synchronous_commit = off; set maintenance_work_mem = '512MB'; set work_mem = '128MB'");
     const step = async (what: string, text: string, values: unknown[]) => {
@@ -195,26 +222,25 @@ async function build(url: string, size: ScaleSize, log: (line: string) => void):
       const { rowCount } = await client.query(text, values);
       log(`    ${what}: ${rowCount ?? 0} rows in ${((performance.now() - t) / 1000).toFixed(1)} s`);
     };
-    const subscriptions = await generateShop(step, client, main.shopId, shapes.main, 'main shop');
-    for (const [i, shopId] of others.entries()) await generateShop(step, client, shopId, shapes.others, `neighbour ${i + 1}`);
+    const result = await fill(step, client);
     const t = performance.now();
     await client.query('vacuum analyze');
     log(`    vacuum analyze: ${((performance.now() - t) / 1000).toFixed(1)} s`);
-    return { size, shopId: main.shopId, apiKey: main.apiKey, otherShopIds: others, subscriptions, shape: shapes.main };
+    return result;
   });
 }
 
 // --- SQL expressions ---------------------------------------------------------------------------
 
 /** A src/domain/kernel/ids.ts-shaped id: 12 hex of the row's milliseconds, 12 hex derived from `salt` (stable, so rows can refer to each other). */
-const idSql = (msExpr: string, salt: string) => `lpad(to_hex((${msExpr})::bigint), 12, '0') || substr(md5(${salt}), 1, 12)`;
-const tsSql = (msExpr: string) => `to_timestamp((${msExpr})::double precision / 1000)`;
+export const idSql = (msExpr: string, salt: string) => `lpad(to_hex((${msExpr})::bigint), 12, '0') || substr(md5(${salt}), 1, 12)`;
+export const tsSql = (msExpr: string) => `to_timestamp((${msExpr})::double precision / 1000)`;
 
 /**
  * `length` characters of READABLE_ALPHABET spelling the number `expr` scrambled (times a prime
  * coprime with the alphabet's size, modulo its size to the `length`): distinct numbers, distinct codes.
  */
-function readableCodeSql(expr: string, length: number): string {
+export function readableCodeSql(expr: string, length: number): string {
   const n = READABLE_ALPHABET.length;
   const scrambled = `(((${expr})::bigint * 2654435761 + 7919) % ${n ** length}::bigint)`;
   const digits = Array.from({ length }, (_, k) => `substr('${READABLE_ALPHABET}', (${scrambled} / ${n ** (length - 1 - k)}::bigint % ${n})::int + 1, 1)`);
@@ -222,16 +248,16 @@ function readableCodeSql(expr: string, length: number): string {
 }
 
 // Forty first names, two of them with an m: an e-mail prefix "m" matches a twentieth of customers.
-const FIRST_NAMES = [
+export const FIRST_NAMES = [
   'adam', 'alice', 'ben', 'chloe', 'daniel', 'emma', 'felix', 'grace', 'hugo', 'isabel', 'jack', 'julia', 'kevin', 'laura',
   'liam', 'maria', 'michael', 'nina', 'oliver', 'olivia', 'paul', 'quinn', 'rachel', 'sam', 'sophie', 'thomas', 'uma',
   'victor', 'wendy', 'xavier', 'yara', 'zoe', 'noah', 'hannah', 'ethan', 'lucas', 'ivy', 'omar', 'bella', 'carlos',
 ];
-const LAST_NAMES = ['smith', 'garcia', 'mueller', 'rossi', 'dubois', 'kowalski', 'nguyen', 'kim', 'silva', 'jensen', 'novak', 'tanaka', 'olsen', 'brown', 'lopez', 'martin', 'wilson', 'fischer', 'costa', 'patel'];
-const DOMAINS = ['gmail.com', 'outlook.com', 'yahoo.fr', 'web.de', 'proton.me'];
-const textArray = (items: readonly string[]) => `array[${items.map((s) => `'${s}'`).join(',')}]`;
+export const LAST_NAMES = ['smith', 'garcia', 'mueller', 'rossi', 'dubois', 'kowalski', 'nguyen', 'kim', 'silva', 'jensen', 'novak', 'tanaka', 'olsen', 'brown', 'lopez', 'martin', 'wilson', 'fischer', 'costa', 'patel'];
+export const DOMAINS = ['gmail.com', 'outlook.com', 'yahoo.fr', 'web.de', 'proton.me'];
+export const textArray = (items: readonly string[]) => `array[${items.map((s) => `'${s}'`).join(',')}]`;
 
-type Step = (what: string, text: string, values: unknown[]) => Promise<void>;
+export type Step = (what: string, text: string, values: unknown[]) => Promise<void>;
 
 /**
  * One shop's rows. Customers are created over the first 30 days of a year, their ledger over the

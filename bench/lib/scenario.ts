@@ -8,6 +8,8 @@ export type BenchOptions = {
   durationGiven: boolean;
   warmupSec: number;
   customers: number;
+  /** Whether --customers was given: the console builds a million customers unless told. */
+  customersGiven: boolean;
   /** When set, the server runs with --cpu-prof and writes its profile into this folder. */
   cpuProfDir: string | undefined;
   /** The scale scenario's own settings (bench/scenarios/scale.ts). */

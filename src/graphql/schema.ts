@@ -2,6 +2,7 @@ import { lexicographicSortSchema, printSchema } from 'graphql';
 import { builder } from './builder.js';
 import './activity.js';
 import './customer.js';
+import './customer-search.js';
 import './points.js';
 import './redemption.js';
 import './discount-code.js';

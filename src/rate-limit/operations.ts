@@ -56,6 +56,8 @@ const OPERATIONS: Entry[] = [
   { name: 'orders_read', limit: 'default', rest: ['GET /orders/:orderId'], graphql: ['order'] },
   { name: 'earning_rules_list', limit: 'default', rest: ['GET /earningRules', 'GET /earningRules/eligibility'], graphql: ['earningRules'] },
   { name: 'actions_report', limit: 'default', rest: ['POST /actions'], graphql: ['actionReport'] },
+  // An export reads the whole shop (seconds at a million customers): a person's pace, not a script's.
+  { name: 'exports', limit: 10, rest: ['GET /exports/customers.csv', 'GET /exports/ledger.csv'], graphql: [] },
 ];
 
 /** Every GraphQL operation counts here once, besides any REST twin its root fields have. */

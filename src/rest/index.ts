@@ -8,6 +8,7 @@ import type { RateLimiter } from '../rate-limit/limiter.js';
 import { registerCustomerAccessTokenRoutes } from './customer-access-tokens.js';
 import { registerDiscountCodeRoutes } from './discount-codes.js';
 import { registerEarningRuleRoutes } from './earning-rules.js';
+import { registerExportRoutes } from './exports.js';
 import { registerOrderRoutes } from './orders.js';
 import { registerPointsRoutes } from './points.js';
 import { registerRedemptionRoutes } from './redemptions.js';
@@ -31,4 +32,5 @@ export async function restApi(app: FastifyInstance, opts: { db: DB; rateLimiter:
   registerOrderRoutes(app, opts.db);
   registerEarningRuleRoutes(app, opts.db);
   registerCustomerAccessTokenRoutes(app, opts.db);
+  registerExportRoutes(app, opts.db);
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { customerAccessTokenInputSchema, customerAccessTokensRevokeInputSchema, customerPageQuerySchema } from '../domain/customers/index.js';
 import { codeCancelSchema, discountCodeParamSchema } from '../domain/codes/index.js';
+import { CUSTOMER_COLUMNS, LEDGER_COLUMNS } from '../domain/exports/index.js';
 import { EVENT_TOPICS } from '../domain/kernel/index.js';
 import { pointsChangeSchemas } from '../domain/ledger/index.js';
 import { orderIdSchema, orderInputSchema } from '../domain/orders/index.js';
@@ -91,6 +92,8 @@ const customerPageQuery = customerPageQuerySchema.extend({
 });
 const customerQuery = customerPageQuery.pick({ customerIdentifier: true });
 
+const csvFile = (columns: readonly string[]) => z.string().meta({ example: `${columns.join(',')}\r\n…` });
+
 // --- Operations -----------------------------------------------------------------------------
 
 type Method = 'get' | 'post' | 'put' | 'delete';
@@ -107,7 +110,15 @@ type Route = {
   params?: z.ZodObject;
   /** Request body; `optional` for routes that accept none. */
   body?: { schema: z.ZodType; optional?: boolean; example?: unknown };
-  success: { status: number; description: string; schema: z.ZodType; /** A PUT that also answers 201, same body, when it created the resource. */ created?: boolean };
+  success: {
+    status: number;
+    description: string;
+    schema: z.ZodType;
+    /** A PUT that also answers 201, same body, when it created the resource. */
+    created?: boolean;
+    /** The body's media type; JSON when omitted. */
+    mediaType?: 'text/csv';
+  };
   /** Codes of this route's own errors, by status, besides those every route has. */
   errors?: Partial<Record<number, readonly string[]>>;
 };
@@ -350,6 +361,20 @@ export const REST_ROUTES: readonly Route[] = [
     success: { status: 200, description: 'The order', schema: ok('OrderRetrieved', { order: orderSchema }, 'Order retrieved') },
     errors: { 404: ['order_not_found'] },
   },
+  {
+    method: 'get', path: '/exports/customers.csv', operationId: 'customersExport', tag: 'Exports', summary: 'Every customer, as CSV',
+    description: 'Streamed as it is read, in e-mail order, as an attachment. Columns: ' + CUSTOMER_COLUMNS.join(', ') + '. Text a spreadsheet would read as a formula starts with `\'`. See docs/api.md "Exports".',
+    success: { status: 200, description: 'The CSV file (RFC 4180, UTF-8, a header row)', mediaType: 'text/csv', schema: csvFile(CUSTOMER_COLUMNS) },
+  },
+  {
+    method: 'get', path: '/exports/ledger.csv', operationId: 'ledgerExport', tag: 'Exports', summary: 'The ledger entries of a period, as CSV',
+    description: 'Entries created at or after `from` and before `to`, oldest first, streamed as an attachment. Columns: ' + LEDGER_COLUMNS.join(', ') + '.',
+    query: z.object({
+      from: z.string().meta({ param: { required: true }, description: 'An ISO 8601 date-time with its offset, or a date (its start in UTC); included', example: '2026-11-01T00:00:00Z' }),
+      to: z.string().meta({ param: { required: true }, description: 'As `from`, and after it; excluded', example: '2026-12-01' }),
+    }),
+    success: { status: 200, description: 'The CSV file (RFC 4180, UTF-8, a header row)', mediaType: 'text/csv', schema: csvFile(LEDGER_COLUMNS) },
+  },
 ];
 
 /** The errors a route can give: its own, plus those of authentication, limits, bodies and idempotency. */
@@ -382,7 +407,7 @@ function operation(route: Route): ZodOpenApiOperationObject {
   const success = (description: string) => ({
     description,
     headers: z.object({ ...rateLimitHeaders, ...(route.method === 'post' || route.method === 'put' ? replayed : {}) }),
-    content: { 'application/json': { schema: route.success.schema } },
+    content: { [route.success.mediaType ?? 'application/json']: { schema: route.success.schema } },
   });
   const responses: ZodOpenApiOperationObject['responses'] = {
     [`${route.success.status}` as StatusKey]: success(route.success.description),

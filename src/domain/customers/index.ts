@@ -9,5 +9,5 @@ export {
 export {
   type Customer, customerIdentifierSchema, customerInputSchema, type CustomerKey, customerNotFound,
   customerPageQuerySchema, customersByIds, findCustomer, getCustomer, listCustomers, lockCustomer, parseIdentifier,
-  saveCustomerIn, toCustomer, translateUniqueViolation,
+  prefixRange, saveCustomerIn, toCustomer, translateUniqueViolation,
 } from './customers.js';
