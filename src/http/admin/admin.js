@@ -171,7 +171,7 @@ $('#reset-form').addEventListener('submit', guarded(async (event) => {
 
 // --- Customers -------------------------------------------------------------------------------
 
-const SEARCH = `query Search($query: String!) { customerSearch(query: $query, first: 25) { _id email shopifyCustomerId points tier { tier { name } } } }`;
+const SEARCH = `query Search($query: String!) { customerSearch(query: $query, first: 25) { matchedBy customer { _id email shopifyCustomerId points tier { tier { name } } } } }`;
 
 $('#search-form').addEventListener('submit', (event) => {
   event.preventDefault();
@@ -189,7 +189,7 @@ async function showSearch(query) {
   const found = (await gql(SEARCH, { query })).customerSearch;
   const body = table.querySelector('tbody');
   body.replaceChildren(
-    ...found.map((c) => {
+    ...found.map(({ customer: c }) => {
       const link = document.createElement('a');
       link.href = `#/customer/${encodeURIComponent(c.shopifyCustomerId)}`;
       link.textContent = c.email;
