@@ -1,8 +1,6 @@
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createShop } from '../src/domain/shops/index.js';
-import { cliDatabase, movableClock, startTestApp, type TestApp } from './helpers.js';
+import { cliDatabase, movableClock, runCli, startTestApp, type TestApp } from './helpers.js';
 import { cookieOf, jsonPost, member, PASSWORD, signedIn, signIn, staffGraphql, whoAmI } from './staff-helpers.js';
 
 const HOUR = 60 * 60 * 1000;
@@ -227,21 +225,7 @@ describe('the first owner', () => {
   it('`staff invite-owner` prints a one-time link (no password on the command line) that the server accepts', async () => {
     const database = await cliDatabase('loyalty-staff-cli-');
     try {
-      const root = path.resolve(import.meta.dirname, '..');
-      const run = (args: string[]) =>
-        new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-          const child = spawn(path.join(root, 'node_modules/.bin/tsx'), ['src/cli/main.ts', ...args, '--json'], {
-            cwd: root,
-            env: { ...process.env, ...database.env, PUBLIC_URL: 'https://loyalty.example.com' },
-            stdio: ['ignore', 'pipe', 'pipe'],
-          });
-          let stdout = '';
-          let stderr = '';
-          child.stdout.on('data', (d) => (stdout += d));
-          child.stderr.on('data', (d) => (stderr += d));
-          child.on('error', reject);
-          child.on('close', (code) => resolve({ code, stdout, stderr }));
-        });
+      const run = (args: string[]) => runCli([...args, '--json'], { ...database.env, PUBLIC_URL: 'https://loyalty.example.com' });
       const created = await run(['shop', 'create', '--name', 'CLI shop']);
       expect(created.code, created.stderr).toBe(0);
       const { shopId: id } = JSON.parse(created.stdout);
