@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,6 +8,9 @@ import { cookieOf, jsonPost, member, PASSWORD, type StaffClient, signedIn, signI
 
 // Short windows and small allowances, so a test can use them up and see them free again.
 const WINDOW_SECONDS = 2;
+/** With TEST_REDIS_URL the sign-in counts are kept in Redis (shared by instances), on keys of this file's own. */
+const REDIS_URL = process.env.TEST_REDIS_URL;
+const redisEnv: Record<string, string> = REDIS_URL ? { REDIS_URL, REDIS_KEY_PREFIX: `staff-${randomBytes(4).toString('hex')}:` } : {};
 const lines: string[] = [];
 let t: TestApp;
 let shopId: string;
@@ -19,7 +23,7 @@ const secrets = new Set<string>([PASSWORD]);
 beforeAll(async () => {
   const logger = createLogger('debug', new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) }));
   t = await startTestApp(
-    { STAFF_SIGNIN_FAILURES_PER_ACCOUNT: '3', STAFF_SIGNIN_FAILURES_PER_IP: '8', STAFF_SIGNIN_WINDOW_SECONDS: String(WINDOW_SECONDS), LOG_LEVEL: 'debug' },
+    { STAFF_SIGNIN_FAILURES_PER_ACCOUNT: '3', STAFF_SIGNIN_FAILURES_PER_IP: '8', STAFF_SIGNIN_WINDOW_SECONDS: String(WINDOW_SECONDS), LOG_LEVEL: 'debug', ...redisEnv },
     { logger },
   );
   ({ shopId, apiKey } = await t.shop());
