@@ -51,7 +51,11 @@ function demoLines(url: string, publicUrl: string | null, apiKey: string, ownerI
 async function keyHelpLines(db: DB, kind: 'pglite' | 'postgres'): Promise<string[]> {
   const shops = await listShops(db);
   if (shops.length === 0) {
-    return ['No shop yet. Create the first one and its API key (shown once):', '  npm run cli -- shop create --name "My shop"'];
+    return [
+      'No shop yet. Create the first one and its API key (shown once):',
+      '  npm run cli -- shop create --name "My shop"',
+      'then its staff console\'s first owner (a one-time link): npm run cli -- staff invite-owner --shop "My shop" --email <address>',
+    ];
   }
   const demo = kind === 'pglite' ? shops.find((s) => s.name === DEMO_SHOP_NAME) : undefined;
   const shop = demo ?? (shops.length === 1 ? shops[0] : undefined);
