@@ -124,13 +124,25 @@ describe('each role over /graphql', () => {
 
   it('a role change applies to the open session\'s next operation', async () => {
     const extra = await member(t, shopId, 'promoted@example.com', 'viewer');
-    const ADD = `mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 1 }) { userErrors { code } } }`;
+    const ADD = `mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 1, description: "apology" }) { userErrors { code } } }`;
     expect((await staffGraphql(t, extra, ADD)).status).toBe(403);
     const promoted = await staffGraphql(t, people.owner, `mutation($input: StaffRoleUpdateInput!) { staffRoleUpdate(input: $input) { member { role } } }`, {
       input: { staffId: extra.body.staff.id, role: 'support' },
     });
     expect(promoted.body.data.staffRoleUpdate.member.role).toBe('support');
     expect((await staffGraphql(t, extra, ADD)).body.data.pointsAdd.userErrors).toEqual([]);
+  });
+
+  it('a person adjusts points with a reason; a machine may go without', async () => {
+    const read = async () => (await key(`{ customer(identifier: "c-1") { points } }`)).customer.points;
+    const before = await read();
+    for (const field of ['pointsAdd', 'pointsSubtract', 'pointsSet']) {
+      const res = await staffGraphql(t, people.support, `mutation { ${field}(input: { customerIdentifier: "c-1", amount: 1, description: "  " }) { userErrors { code field } } }`);
+      expect(res.body.data[field].userErrors).toEqual([{ code: 'validation_error', field: ['input', 'description'] }]);
+    }
+    expect(await read()).toBe(before);
+    expect((await key(`mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 1 }) { userErrors { code } } }`)).pointsAdd.userErrors).toEqual([]);
+    expect(await read()).toBe(before + 1);
   });
 
   it('a person\'s session is for its own shop only', async () => {
