@@ -37,7 +37,8 @@ export async function up(db: Kysely<any>): Promise<void> {
       foreign key (shop_id, staff_id) references staff_memberships (shop_id, staff_id) on delete cascade
     )`.execute(db);
   await sql`create index staff_sessions_staff_idx on staff_sessions (staff_id)`.execute(db);
-  await sql`create index staff_sessions_expires_idx on staff_sessions (expires_at)`.execute(db);
+  // The retention loop deletes sessions past their age, and links past their end, along these.
+  await sql`create index staff_sessions_expires_idx on staff_sessions (expires_at, id)`.execute(db);
   // One-time links: an invite (to an e-mail, with a role, in a shop) or a password reset (of an
   // account). Stored as a SHA-256; used once (used_at), and only until expires_at.
   await sql`
@@ -53,6 +54,7 @@ export async function up(db: Kysely<any>): Promise<void> {
       used_at timestamptz,
       created_at timestamptz not null default now()
     )`.execute(db);
+  await sql`create index staff_link_tokens_expires_idx on staff_link_tokens (expires_at, id)`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {

@@ -5,6 +5,7 @@ import { type DatabaseHandle, openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import type { PurgeOptions } from './db/purge.js';
 import { purgeExpiredCustomerAccessTokens } from './domain/customers/index.js';
+import { purgeExpiredStaffRecords } from './domain/staff/index.js';
 import { codeExpiry, codeWarnings } from './domain/codes/index.js';
 import { compactInsights, purgeActiveMemberMarkers } from './domain/insights/index.js';
 import { purgeRelayedOutboxEvents } from './domain/kernel/index.js';
@@ -176,6 +177,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     ['relayed outbox events', (o) => purgeRelayedOutboxEvents(database.db, new Date(Date.now() - config.outboxRetentionHours * HOUR), o)],
     ['processed Shopify webhooks', (o) => purgeProcessedShopifyWebhooks(database.db, new Date(Date.now() - SHOPIFY_INBOX_RETENTION_DAYS * 24 * HOUR), o)],
     ['expired customer access tokens', (o) => purgeExpiredCustomerAccessTokens(database.db, new Date(Date.now() - 24 * HOUR), o)],
+    ['expired staff sessions and links', (o) => purgeExpiredStaffRecords(database.db, new Date(options.clock?.() ?? Date.now()), o)],
     // Not a deletion of data: the insight rollups' stripes of past buckets, folded into one row each.
     ['striped insight rollups (folded)', (o) => compactInsights(database.db, new Date(Date.now() - HOUR), o)],
     ['active-member markers of past days', (o) => purgeActiveMemberMarkers(database.db, new Date(Date.now() - 3 * 24 * HOUR), o)],

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createShop } from '../src/domain/shops/index.js';
+import { purgeExpiredStaffRecords } from '../src/domain/staff/index.js';
 import { cliDatabase, movableClock, runCli, startTestApp, type TestApp } from './helpers.js';
 import { cookieOf, jsonPost, member, PASSWORD, signedIn, signIn, staffGraphql, whoAmI } from './staff-helpers.js';
 
@@ -247,5 +248,25 @@ describe('the first owner', () => {
     } finally {
       await database.drop();
     }
+  });
+});
+
+describe('retention', () => {
+  it('purges sessions past their age and links past their end, and nothing live', async () => {
+    const db = t.app.database.db;
+    const live = await signedIn(t, 'owner@example.com');
+    const invite = await staffGraphql(t, live, INVITE, { input: { email: 'purge@example.com', role: 'viewer' } });
+    expect(invite.body.data.staffInvite.userErrors).toEqual([]);
+    const count = async () => ({
+      sessions: Number((await db.selectFrom('staff_sessions').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n),
+      links: Number((await db.selectFrom('staff_link_tokens').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n),
+    });
+    const before = await count();
+    expect(await purgeExpiredStaffRecords(db, new Date(), { batchSize: 2 })).toBe(0);
+    expect(await count()).toEqual(before);
+    // Eight days on, every session and link made by these tests is past its end.
+    expect(await purgeExpiredStaffRecords(db, new Date(Date.now() + 8 * 24 * HOUR), { batchSize: 2 })).toBe(before.sessions + before.links);
+    expect(await count()).toEqual({ sessions: 0, links: 0 });
+    expect((await whoAmI(t, live.cookie)).status).toBe(401);
   });
 });

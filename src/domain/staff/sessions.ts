@@ -1,4 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { DB } from '../../db/database.js';
+import { type PurgeOptions, purgeExpiredRows } from '../../db/purge.js';
 import type { Queryable } from '../../db/transaction.js';
 import { newId, randomString, sha256 } from '../kernel/index.js';
 import type { Shop } from '../shops/index.js';
@@ -103,4 +105,12 @@ export async function endSessionsOf(db: Queryable, staffId: string, keep?: strin
   let query = db.deleteFrom('staff_sessions').where('staff_id', '=', staffId);
   if (keep) query = query.where('id', '<>', keep);
   await query.execute();
+}
+
+/**
+ * The retention loop's part: sessions past their age and one-time links past their end (used or
+ * not). A session ended by idleness is refused at once and deleted here within its 7 days.
+ */
+export async function purgeExpiredStaffRecords(db: DB, now: Date, options: PurgeOptions = {}): Promise<number> {
+  return (await purgeExpiredRows(db, 'staff_sessions', now, options)) + (await purgeExpiredRows(db, 'staff_link_tokens', now, options));
 }
