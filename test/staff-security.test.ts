@@ -71,6 +71,21 @@ describe('sessions', () => {
     const right = await staffGraphql(t, support, ADD);
     expect(right.status).toBe(200);
     expect(right.body.data.pointsAdd).toEqual({ customer: { points: before + 5 }, userErrors: [] });
+    // The console's own page sends its Origin (Yoga's full path): the session and token work there too.
+    const fromPage = await fetch(`${t.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: t.url, cookie: support.cookie, 'x-csrf-token': support.csrf },
+      body: JSON.stringify({ query: ADD }),
+    });
+    expect(fromPage.status).toBe(200);
+    expect((await fromPage.json()).data.pointsAdd.customer.points).toBe(before + 10);
+    const forgedFromPage = await fetch(`${t.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: 'https://evil.example', cookie: support.cookie },
+      body: JSON.stringify({ query: ADD }),
+    });
+    expect(forgedFromPage.status).toBe(403);
+    expect(await balance()).toBe(before + 10);
   });
 
   it('a stolen cookie is worthless after sign-out', async () => {
@@ -96,7 +111,9 @@ describe('sessions', () => {
     const after = await staffGraphql(t, leaving, ADD);
     expect(after.status).toBe(401);
     expect(await balance()).toBe(before);
-    expect((await signIn(t, 'leaving@example.com')).status).toBe(401);
+    const signInAgain = await signIn(t, 'leaving@example.com');
+    expect(signInAgain.status).toBe(401);
+    expect((await signInAgain.json()).error).toBe('invalid_credentials');
   });
 });
 

@@ -39,7 +39,8 @@ export async function signIn(db: DB, input: unknown, now: Date): Promise<SignInR
   const shops = await shopsOf(db, account.id);
   const chosen = shopId === undefined && shops.length === 1 ? shops[0] : shops.find((s) => s.id === shopId);
   if (!chosen) {
-    if (shops.length === 0) throw new UnauthenticatedError('no_shop', 'this account is a member of no shop');
+    // Removed from every shop: the same answer as a wrong password, which tells nothing of the password.
+    if (shops.length === 0) throw invalidCredentials();
     if (shopId !== undefined) throw new NotFoundError('shop_not_found', `you are not a member of shop ${shopId}`, ['shopId']);
     return { kind: 'shop_required', shops };
   }
