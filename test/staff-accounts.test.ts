@@ -204,6 +204,23 @@ describe('accounts and sessions', () => {
     expect(back.body.data.staffRoleUpdate.member.role).toBe('owner');
   });
 
+  it('two owners demoting each other at once leave one owner', async () => {
+    const { shop: duo } = await createShop(t.app.database.db, 'Duo shop');
+    const a = await member(t, duo.id, 'a@duo.example', 'owner');
+    const b = await member(t, duo.id, 'b@duo.example', 'owner');
+    const ROLE = `mutation($input: StaffRoleUpdateInput!) { staffRoleUpdate(input: $input) { member { role } userErrors { code } } }`;
+    const answers = await Promise.all([
+      staffGraphql(t, a, ROLE, { input: { staffId: b.body.staff.id, role: 'viewer' } }),
+      staffGraphql(t, b, ROLE, { input: { staffId: a.body.staff.id, role: 'viewer' } }),
+    ]);
+    // The loser is refused by the last-owner rule (both checked at once) or, when its request came
+    // after the winner's commit, by its role, already viewer.
+    const outcomes = answers.map((r) => r.body.errors?.[0]?.extensions.code ?? (r.body.data.staffRoleUpdate.userErrors[0]?.code || 'done')).sort();
+    expect([['done', 'last_owner'], ['done', 'forbidden']]).toContainEqual(outcomes);
+    const owners = await t.app.database.db.selectFrom('staff_memberships').select('staff_id').where('shop_id', '=', duo.id).where('role', '=', 'owner').execute();
+    expect(owners).toHaveLength(1);
+  });
+
   it('sessions end after 12 idle hours, and 7 days after sign-in however busy', async () => {
     const idle = await signedIn(t, 'owner@example.com');
     const busy = await signedIn(t, 'owner@example.com');
