@@ -177,3 +177,26 @@ describe('secrets', () => {
     }
   });
 });
+
+describe('idempotency', () => {
+  it('a person\'s Idempotency-Key is theirs: another person with the same key and body runs their own request', async () => {
+    const viewer = await member(t, shopId, 'idem-viewer@example.com', 'viewer');
+    secrets.add(viewer.cookie.split('=')[1]!).add(viewer.csrf);
+    const send = (client: StaffClient) =>
+      fetch(`${t.url}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', cookie: client.cookie, 'x-csrf-token': client.csrf, 'idempotency-key': 'same-key-1' },
+        body: JSON.stringify({ query: `{ staffMembers { email } }` }),
+      });
+    const first = await send(owner);
+    expect(first.status).toBe(200);
+    expect((await first.json()).data.staffMembers.length).toBeGreaterThan(0);
+    // Not the owner's stored answer: the viewer's own request, which its role refuses.
+    const second = await send(viewer);
+    expect(second.headers.get('idempotent-replayed')).toBeNull();
+    expect(second.status).toBe(403);
+    // The owner's own repeat is replayed.
+    const again = await send(owner);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+  });
+});

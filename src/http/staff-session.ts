@@ -8,13 +8,6 @@ import {
 import type { StaffAttempt, StaffLimiter } from '../rate-limit/staff.js';
 import { HttpError } from '../requests/errors.js';
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** /graphql: the staff session a cookie (with its CSRF token) authenticated; unset elsewhere. */
-    staff?: StaffSession | null;
-  }
-}
-
 export const SESSION_COOKIE = 'staff_session';
 export const CSRF_HEADER = 'x-csrf-token';
 
