@@ -5,6 +5,7 @@ import { ConflictError, newId, parseInput, randomString, RuleViolationError, sha
 import { getShop } from '../shops/index.js';
 import { emailSchema, roleSchema, staffMemberOf, storePassword } from './accounts.js';
 import { checkPassword, hashPassword, passwordSchema } from './passwords.js';
+import type { StaffRole } from './roles.js';
 import { createSession, type NewSession } from './sessions.js';
 
 export const INVITE_TTL_MS = 72 * 60 * 60 * 1000;
@@ -46,7 +47,7 @@ export async function createStaffPasswordReset(db: DB, shopId: string, input: un
   return insertLink(db, { kind: 'reset', shop_id: shopId, email: null, role: null, staff_id: staffId }, new Date(now.getTime() + RESET_TTL_MS));
 }
 
-type LinkRow = { kind: 'invite' | 'reset'; shop_id: string; email: string | null; role: 'owner' | 'program_manager' | 'support' | 'viewer' | null; staff_id: string | null };
+type LinkRow = { kind: 'invite' | 'reset'; shop_id: string; email: string | null; role: StaffRole | null; staff_id: string | null };
 
 async function insertLink(db: DB, row: LinkRow, expiresAt: Date): Promise<StaffLink> {
   const token = `${row.kind === 'invite' ? 'si' : 'sr'}_${randomString(43, ALNUM)}`;
