@@ -5,6 +5,7 @@ import { type DatabaseHandle, openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import type { PurgeOptions } from './db/purge.js';
 import { purgeExpiredCustomerAccessTokens } from './domain/customers/index.js';
+import { purgeExpiredStaffRecords } from './domain/staff/index.js';
 import { codeExpiry, codeWarnings } from './domain/codes/index.js';
 import { compactInsights, purgeActiveMemberMarkers } from './domain/insights/index.js';
 import { purgeRelayedOutboxEvents } from './domain/kernel/index.js';
@@ -18,6 +19,7 @@ import { createMetrics } from './http/metrics.js';
 import { createHttpServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { createRateLimiter, type RateLimiter } from './rate-limit/limiter.js';
+import { createStaffLimiter, type StaffLimiter } from './rate-limit/staff.js';
 import { createStorefrontLimiter, type StorefrontLimiter } from './rate-limit/storefront.js';
 import { createDeliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.js';
 import { createShopifyAdmin } from './shopify-admin/connect.js';
@@ -46,7 +48,7 @@ export type AppOptions = {
   logger?: Logger;
   /** How webhook callback host names resolve for the SSRF check; tests inject their own. */
   resolveHost?: Resolver;
-  /** The clock (ms) of the rate limiter and of due work (pending points); tests move it by hand. */
+  /** The clock (ms) of the rate limiter, of due work (pending points) and of staff sessions and links; tests move it by hand. */
   clock?: () => number;
 };
 
@@ -64,6 +66,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let http: Awaited<ReturnType<typeof createHttpServer>>;
   let rateLimiter: RateLimiter | undefined;
   let storefrontLimiter: StorefrontLimiter | undefined;
+  let staffLimiter: StaffLimiter | undefined;
   let deliveryWorker: DeliveryWorker;
   let shopifySync: ShopifySyncWorker;
   let bus: EventBus | undefined;
@@ -134,11 +137,26 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       storefront: config.storefrontSubscriptions,
     });
     storefrontLimiter = await createStorefrontLimiter({ limits: config.storefrontLimits, redisUrl: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger });
-    http = await createHttpServer({ db: database.db, logger, rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, metrics, requestTimeoutMs: config.requestTimeoutMs });
+    staffLimiter = await createStaffLimiter({ limits: config.staffLimits, redisUrl: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger });
+    http = await createHttpServer({
+      db: database.db,
+      logger,
+      rateLimiter,
+      storefrontLimiter,
+      staffLimiter,
+      webhooks,
+      bus,
+      shopifyAdmin,
+      metrics,
+      requestTimeoutMs: config.requestTimeoutMs,
+      publicUrl: config.publicUrl,
+      now: () => new Date(options.clock?.() ?? Date.now()),
+    });
   } catch (err) {
     await bus?.close();
     await rateLimiter?.close();
     await storefrontLimiter?.close();
+    await staffLimiter?.close();
     await database.close();
     throw err;
   }
@@ -159,6 +177,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     ['relayed outbox events', (o) => purgeRelayedOutboxEvents(database.db, new Date(Date.now() - config.outboxRetentionHours * HOUR), o)],
     ['processed Shopify webhooks', (o) => purgeProcessedShopifyWebhooks(database.db, new Date(Date.now() - SHOPIFY_INBOX_RETENTION_DAYS * 24 * HOUR), o)],
     ['expired customer access tokens', (o) => purgeExpiredCustomerAccessTokens(database.db, new Date(Date.now() - 24 * HOUR), o)],
+    ['expired staff sessions and links', (o) => purgeExpiredStaffRecords(database.db, new Date(options.clock?.() ?? Date.now()), o)],
     // Not a deletion of data: the insight rollups' stripes of past buckets, folded into one row each.
     ['striped insight rollups (folded)', (o) => compactInsights(database.db, new Date(Date.now() - HOUR), o)],
     ['active-member markers of past days', (o) => purgeActiveMemberMarkers(database.db, new Date(Date.now() - 3 * 24 * HOUR), o)],
@@ -221,6 +240,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         await bus.close();
         await rateLimiter.close();
         await storefrontLimiter.close();
+        await staffLimiter.close();
         await database.close();
       })();
       return stopping;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { StaffLimits } from './rate-limit/staff.js';
 import type { StorefrontLimits } from './rate-limit/storefront.js';
 import { parseAllowedHosts } from './webhooks/url-policy.js';
 
@@ -39,6 +40,11 @@ const configSchema = z.object({
   STOREFRONT_RATE_PER_IP: z.coerce.number().int().min(1).max(1_000_000_000).default(1_200),
   // Multiplies the contract's fixed limits of the webhook endpoints (30, 5, 60, 10 a minute): a
   // private deployment whose own tools read deliveries more often may raise them.
+  // Staff doors (docs/console.md): failed sign-ins (and invite or reset link tries) allowed per
+  // account and per client IP within the window, after which they are answered 429 until it ends.
+  STAFF_SIGNIN_FAILURES_PER_ACCOUNT: z.coerce.number().int().min(1).max(1_000_000).default(10),
+  STAFF_SIGNIN_FAILURES_PER_IP: z.coerce.number().int().min(1).max(1_000_000).default(50),
+  STAFF_SIGNIN_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86_400).default(900),
   RATE_LIMIT_FIXED_MULTIPLIER: z.coerce.number().int().min(1).max(10_000).default(1),
   // Hosts, IPs or CIDRs webhooks may target although private (tests, local demos). Empty in production.
   WEBHOOK_ALLOWED_HOSTS: z
@@ -101,6 +107,7 @@ export type Config = {
   databasePoolAcquireTimeoutMs: number;
   redisUrl: string | undefined;
   storefrontLimits: StorefrontLimits;
+  staffLimits: StaffLimits;
   logLevel: (typeof LOG_LEVELS)[number];
   worker: boolean;
   redisKeyPrefix: string;
@@ -146,6 +153,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisKeyPrefix: c.REDIS_KEY_PREFIX,
     rateLimitPerMinute: c.RATE_LIMIT_PER_MINUTE,
     rateLimitFixedMultiplier: c.RATE_LIMIT_FIXED_MULTIPLIER,
+    staffLimits: {
+      failuresPerAccount: c.STAFF_SIGNIN_FAILURES_PER_ACCOUNT,
+      failuresPerIp: c.STAFF_SIGNIN_FAILURES_PER_IP,
+      windowSeconds: c.STAFF_SIGNIN_WINDOW_SECONDS,
+    },
     storefrontLimits: { perCustomerPerMinute: c.STOREFRONT_RATE_PER_CUSTOMER, perIpPerMinute: c.STOREFRONT_RATE_PER_IP },
     webhookAllowedHosts: c.WEBHOOK_ALLOWED_HOSTS,
     secretsKey: c.SECRETS_KEY,

@@ -3,9 +3,12 @@ import { changePoints } from './domain/ledger/index.js';
 import { upsertCustomer } from './domain/program/index.js';
 import { createPointsRedemption, linkReferee } from './domain/rewards/index.js';
 import { createShop } from './domain/shops/index.js';
+import { createStaffInvite, type StaffLink } from './domain/staff/index.js';
 
 /** The demo shop's name: later starts find it by this to say how to make it a new key. */
 export const DEMO_SHOP_NAME = 'Demo shop';
+/** Who the demo shop's owner invite is for: they sign in to the staff console with it. */
+export const DEMO_OWNER_EMAIL = 'owner@example.com';
 
 const DEMO_CUSTOMERS = [
   { shopifyCustomerId: 'demo-1001', email: 'ada@example.com', birthday: '1990-12-10', points: 250 },
@@ -23,10 +26,10 @@ const DEMO_REDEMPTIONS = [
 
 /**
  * On an empty database, creates a demo shop with a few customers, redemption options and a
- * referral, and returns its API key (the only time it can be shown). Returns null when any shop
- * exists already.
+ * referral, and returns its API key and a one-time owner invite for the staff console (the only
+ * time either can be shown). Returns null when any shop exists already.
  */
-export async function ensureDemoShop(db: DB): Promise<{ shopId: string; apiKey: string } | null> {
+export async function ensureDemoShop(db: DB): Promise<{ shopId: string; apiKey: string; ownerInvite: StaffLink } | null> {
   const existing = await db.selectFrom('shops').select('id').limit(1).executeTakeFirst();
   if (existing) return null;
   const { shop, apiKey } = await createShop(db, DEMO_SHOP_NAME);
@@ -43,5 +46,6 @@ export async function ensureDemoShop(db: DB): Promise<{ shopId: string; apiKey: 
   for (const option of DEMO_REDEMPTIONS) await createPointsRedemption(db, shop.id, option);
   // Ada referred Linus.
   await linkReferee(db, shop.id, 'demo-1003', 'demo-1001');
-  return { shopId: shop.id, apiKey };
+  const ownerInvite = await createStaffInvite(db, shop.id, { email: DEMO_OWNER_EMAIL, role: 'owner' }, new Date());
+  return { shopId: shop.id, apiKey, ownerInvite };
 }

@@ -3,7 +3,8 @@ import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { DataDirLockedError } from './db/data-dir-lock.js';
 import type { DB } from './db/database.js';
-import { DEMO_SHOP_NAME, ensureDemoShop } from './demo.js';
+import { DEMO_OWNER_EMAIL, DEMO_SHOP_NAME, ensureDemoShop } from './demo.js';
+import { type StaffLink, staffLinkUrl } from './domain/staff/index.js';
 import { listShops } from './domain/shops/index.js';
 import { stopOnSignals } from './shutdown.js';
 
@@ -15,12 +16,12 @@ async function main() {
   const url = await app.start();
   app.logger.info({ url, database: app.database.kind }, 'loyalty service listening');
   const demo = app.database.kind === 'pglite' ? await ensureDemoShop(app.database.db) : null;
-  const lines = demo ? demoLines(url, demo.apiKey) : [];
+  const lines = demo ? demoLines(url, config.publicUrl, demo.apiKey, demo.ownerInvite) : [];
   lines.push(...(await keyHelpLines(app.database.db, app.database.kind)));
   process.stdout.write(`${['', ...lines, ''].join('\n')}\n`);
 }
 
-function demoLines(url: string, apiKey: string): string[] {
+function demoLines(url: string, publicUrl: string | null, apiKey: string, ownerInvite: StaffLink): string[] {
   return [
     'A demo shop was created on this empty database. Its API key (shown once):',
     `  ${apiKey}`,
@@ -34,6 +35,11 @@ function demoLines(url: string, apiKey: string): string[] {
     '',
     `GraphiQL: ${url}/graphql   REST reference: ${url}/docs   program page: ${url}/dashboard`,
     '',
+    `Staff console: the demo shop's owner is ${DEMO_OWNER_EMAIL}, by this one-time link (72 h; docs/console.md):`,
+    `  ${staffLinkUrl(publicUrl ?? url, 'invite', ownerInvite)}`,
+    `  or: curl -s -X POST ${url}/admin/invites/accept -H 'Content-Type: application/json' \\`,
+    `    -d '{"token":"${ownerInvite.token}","name":"Demo owner","password":"<10 characters or more>"}'`,
+    '',
   ];
 }
 
@@ -45,7 +51,11 @@ function demoLines(url: string, apiKey: string): string[] {
 async function keyHelpLines(db: DB, kind: 'pglite' | 'postgres'): Promise<string[]> {
   const shops = await listShops(db);
   if (shops.length === 0) {
-    return ['No shop yet. Create the first one and its API key (shown once):', '  npm run cli -- shop create --name "My shop"'];
+    return [
+      'No shop yet. Create the first one and its API key (shown once):',
+      '  npm run cli -- shop create --name "My shop"',
+      'then its staff console\'s first owner (a one-time link): npm run cli -- staff invite-owner --shop "My shop" --email <address>',
+    ];
   }
   const demo = kind === 'pglite' ? shops.find((s) => s.name === DEMO_SHOP_NAME) : undefined;
   const shop = demo ?? (shops.length === 1 ? shops[0] : undefined);
@@ -53,8 +63,13 @@ async function keyHelpLines(db: DB, kind: 'pglite' | 'postgres'): Promise<string
     ? [
         `${demo ? 'Demo shop' : 'Shop'}: "${shop.name}", id ${shop.id} (${shop.activeKeys} active API key(s)).`,
         `A new API key for it: npm run cli -- key create --shop ${shop.id}`,
+        `An owner for its staff console (a one-time link): npm run cli -- staff invite-owner --shop ${shop.id} --email <address>`,
       ]
-    : [`${shops.length} shops: npm run cli -- shop list`, 'A new API key: npm run cli -- key create --shop <id or name>'];
+    : [
+        `${shops.length} shops: npm run cli -- shop list`,
+        'A new API key: npm run cli -- key create --shop <id or name>',
+        'An owner for a staff console: npm run cli -- staff invite-owner --shop <id or name> --email <address>',
+      ];
   if (kind === 'pglite') {
     lines.push(
       '  (stop this server first: the CLI needs the data folder to itself; or, with a key that still works,',

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -17,10 +16,9 @@ import { importCustomers, type ImportRecord } from '../src/domain/imports/custom
 import { createEarningRule } from '../src/domain/program/earning-rules.js';
 import { upsertCustomer } from '../src/domain/program/sign-up.js';
 import { authenticateApiKey, createShop } from '../src/domain/shops/shops.js';
-import { cliDatabase, isolatedPostgresUrl, onPostgres, openTestDatabase, startTestApp } from './helpers.js';
+import { type CliResult, cliDatabase, isolatedPostgresUrl, onPostgres, openTestDatabase, runCli, startTestApp } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
 const fixture = (name: string) => path.join(ROOT, 'test/fixtures', name);
 
 // The CLI under test runs as a child process on the same database as the checks below: a private
@@ -35,22 +33,8 @@ beforeAll(async () => {
 });
 afterAll(() => cliDb?.drop());
 
-type CliResult = { code: number | null; stdout: string; stderr: string };
-
 function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(TSX, ['src/cli/main.ts', ...args], {
-      cwd: ROOT,
-      env: { ...process.env, ...dbEnv, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return runCli(args, { ...dbEnv, ...env });
 }
 
 /** Runs the CLI with --json and returns its parsed output, failing on another exit code than `code`. */

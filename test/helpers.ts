@@ -166,6 +166,26 @@ export async function startTestApp(env: Record<string, string> = {}, options: Ap
   };
 }
 
+export type CliResult = { code: number | null; stdout: string; stderr: string };
+
+/** Runs `npm run cli -- <args>` as a child process (tsx on src/cli/main.ts) with `env` added to this one's. */
+export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  const root = path.resolve(import.meta.dirname, '..');
+  return new Promise((resolve, reject) => {
+    const child = spawn(path.join(root, 'node_modules/.bin/tsx'), ['src/cli/main.ts', ...args], {
+      cwd: root,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
 /** A throwaway redis-server of the test's own: the machine's Redis is never stopped. */
 export async function startRedis(port: number): Promise<ChildProcess> {
   const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });

@@ -69,10 +69,13 @@ it('SIGTERM to the npm process stops the server gracefully, releases the data fo
     // On PostgreSQL nothing is created for you: the banner says how to make the first shop, and
     // the CLI may run beside the server.
     expect(first.output()).toContain('npm run cli -- shop create --name');
+    expect(first.output()).toContain('npm run cli -- staff invite-owner --shop');
     apiKey = (await createShopWithCli(dbEnv, 'Npm start shop')).apiKey;
     await graphql(port, apiKey, 'mutation { customerUpsert(input: { shopifyCustomerId: "demo-1001", email: "ada@example.com" }) { userErrors { code } } }');
   } else {
     apiKey = /^\s+(lk_[a-z0-9]{10}_[A-Za-z0-9]{40})$/m.exec(first.output())![1]!;
+    // The demo shop's owner for the staff console: a one-time link, printed once.
+    expect(first.output()).toMatch(new RegExp(`^\\s+http://127\\.0\\.0\\.1:${port}/admin/accept#token=si_[A-Za-z0-9]{43}$`, 'm'));
     expect(existsSync(lockFile)).toBe(true);
     // A second `npm start` on the same folder fails, and npm says so with its exit code.
     const second = npm(['start'], await freePort());
@@ -103,6 +106,8 @@ it('SIGTERM to the npm process stops the server gracefully, releases the data fo
   expect((await graphql(port, apiKey, '{ customer(identifier: "demo-1001") { points } }')).data.customer.points).toBe(before + 7);
   const shopId = onPostgres ? /id ([0-9a-f]{24})/.exec(again.output())![1] : /Demo shop: "Demo shop", id ([0-9a-f]{24})/.exec(again.output())![1];
   expect(again.output()).toContain(`A new API key for it: npm run cli -- key create --shop ${shopId}`);
+  expect(again.output()).toContain(`npm run cli -- staff invite-owner --shop ${shopId} --email <address>`);
+  expect(again.output()).not.toContain('#token=');
   expect(again.output()).not.toMatch(/lk_[a-z0-9]{10}_/);
   again.child.kill('SIGTERM');
   expect(await again.exited).toEqual({ code: 0, signal: null });

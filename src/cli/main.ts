@@ -9,6 +9,7 @@ import { migrateToLatest } from '../db/migrate.js';
 import { DEFAULT_REPORT_LIMIT, importCustomers, importOrders, type ImportRejection, type ImportResult, ORDER_IMPORT_POOL_SIZE, type OrdersImportResult, PARALLEL_BATCHES } from '../domain/imports/index.js';
 import { DomainError, type FailureFilter, listFailures, retrySetAside } from '../domain/kernel/index.js';
 import { parseShopifyJson } from '../domain/shopify/index.js';
+import { createStaffInvite, staffLinkUrl } from '../domain/staff/index.js';
 import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops/index.js';
 import { DEFAULT_IMPORT_BATCH, type HistoryImportResult, importShopifyHistory } from '../shopify-admin/history-import.js';
 import { createSecretBox, loadSecretsKey } from '../webhooks/secret-box.js';
@@ -141,6 +142,29 @@ key
     );
     print(lines.length ? lines.join('\n') : `Shop ${opts.shop} has no API keys.`, {
       keys: keys.map((k) => ({ prefix: keyPrefix(k), createdAt: k.createdAt, revokedAt: k.revokedAt })),
+    });
+  });
+
+const staff = program.command('staff').description('people who sign in to the console (docs/console.md)');
+
+staff
+  .command('invite-owner')
+  .description("print a one-time link (72 h) that makes the e-mail an owner of the shop: how a shop gets its first owner")
+  .requiredOption(...SHOP_OPTION)
+  .requiredOption('--email <address>', 'who the link is for; they choose their password when they open it', nonEmpty)
+  .action(async (opts: { shop: string; email: string }) => {
+    const config = loadConfig();
+    // No password on the command line (shell history, ps): the person sets it on the link's page.
+    const { shopId, link } = await withDatabase(async (db) => {
+      const { id } = await findShop(db, opts.shop);
+      return { shopId: id, link: await createStaffInvite(db, id, { email: opts.email, role: 'owner' }, new Date()) };
+    });
+    const url = staffLinkUrl(config.publicUrl ?? `http://${config.host}:${config.port}`, 'invite', link);
+    print(`One-time owner invite for ${opts.email} in shop ${shopId}, valid until ${link.expiresAt.toISOString()}:\n  ${url}`, {
+      shopId,
+      email: opts.email,
+      link: url,
+      expiresAt: link.expiresAt,
     });
   });
 

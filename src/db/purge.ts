@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { type Kysely, sql } from 'kysely';
 
 /** How a purge runs beside live traffic (docs/operations.md "Retention"). */
 export type PurgeOptions = {
@@ -47,4 +48,23 @@ export type TimeKey = { at: Date; id: string };
 /** The greatest (time, id) key among a batch's rows: where the next batch starts. */
 export function lastTimeKey<R>(rows: readonly R[], key: (row: R) => TimeKey): TimeKey | null {
   return rows.map(key).reduce<TimeKey | null>((max, k) => (!max || k.at > max.at || (k.at.getTime() === max.at.getTime() && k.id > max.id) ? k : max), null);
+}
+
+/**
+ * Deletes a table's rows whose `expires_at` is before `before`, in batches along its
+ * (expires_at, id) index: tokens and sessions past their end (customer access tokens, staff
+ * sessions and links).
+ */
+export async function purgeExpiredRows(db: Kysely<any>, table: string, before: Date, options: PurgeOptions = {}): Promise<number> {
+  return purgeInBatches<TimeKey>(options, async (position, limit) => {
+    const { rows } = await sql<{ id: string; expires_at: Date }>`
+      delete from ${sql.table(table)}
+      where id = any(array(
+        select id from ${sql.table(table)}
+        where expires_at < ${before} ${position ? sql`and (expires_at, id) > (${position.at}, ${position.id})` : sql``}
+        order by expires_at, id
+        limit ${limit}))
+      returning id, expires_at`.execute(db);
+    return { deleted: rows.length, next: rows.length < limit ? null : lastTimeKey(rows, (r) => ({ at: r.expires_at, id: r.id })) };
+  });
 }

@@ -428,6 +428,47 @@ export interface CustomerAccessTokensTable {
   created_at: Defaulted<Date>;
 }
 
+export type StaffRoleName = 'owner' | 'program_manager' | 'support' | 'viewer';
+
+export interface StaffAccountsTable {
+  id: string;
+  email: string;
+  name: string;
+  password_hash: string;
+  created_at: Defaulted<Date>;
+  password_changed_at: Defaulted<Date>;
+}
+
+export interface StaffMembershipsTable {
+  shop_id: string;
+  staff_id: string;
+  role: StaffRoleName;
+  created_at: Defaulted<Date>;
+}
+
+export interface StaffSessionsTable {
+  id: string;
+  token_hash: string;
+  shop_id: string;
+  staff_id: string;
+  created_at: Defaulted<Date>;
+  last_seen_at: Date;
+  expires_at: Date;
+}
+
+export interface StaffLinkTokensTable {
+  id: string;
+  token_hash: string;
+  kind: 'invite' | 'reset';
+  shop_id: string;
+  email: string | null;
+  role: StaffRoleName | null;
+  staff_id: string | null;
+  expires_at: Date;
+  used_at: Date | null;
+  created_at: Defaulted<Date>;
+}
+
 export interface TiersTable {
   id: string;
   shop_id: string;
@@ -664,6 +705,10 @@ export interface Database {
   shopify_imports: ShopifyImportsTable;
   shopify_product_collections: ShopifyProductCollectionsTable;
   shopify_collection_reconciles: ShopifyCollectionReconcilesTable;
+  staff_accounts: StaffAccountsTable;
+  staff_memberships: StaffMembershipsTable;
+  staff_sessions: StaffSessionsTable;
+  staff_link_tokens: StaffLinkTokensTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;

@@ -7,6 +7,7 @@ import { GraphQLError } from 'graphql';
 import type { DB } from '../db/database.js';
 import type { TokenHolder } from '../domain/customers/index.js';
 import type { ApiKeyRef, Shop } from '../domain/shops/index.js';
+import type { StaffSession } from '../domain/staff/index.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { EventBus } from '../events/bus.js';
 import type { ShopifyAdmin } from '../shopify-admin/connect.js';
@@ -16,7 +17,7 @@ import type { ShopifyAdmin } from '../shopify-admin/connect.js';
  * the shop and its key (/graphql) or the shop and a customer's token (/storefront/graphql).
  */
 export type ServerContext = {
-  req: { shop: Shop | null; apiKey?: ApiKeyRef | null; customer?: TokenHolder | null };
+  req: { shop: Shop | null; apiKey?: ApiKeyRef | null; customer?: TokenHolder | null; staff?: StaffSession | null; protocol?: string; host?: string };
   reply?: FastifyReply;
 };
 
@@ -25,6 +26,12 @@ export type GraphQLContext = {
   shop: Shop;
   /** /graphql: the API key the request (or the graphql-ws connection) authenticated with. */
   apiKey: ApiKeyRef | null;
+  /** /graphql: the staff session (cookie and CSRF token) the request authenticated with, when no key did. */
+  staff: StaffSession | null;
+  /** Where one-time links point: PUBLIC_URL, else the origin the request came to. */
+  linkBase: string;
+  /** The clock staff links and sessions are read against (tests move it). */
+  now: () => Date;
   /** /storefront/graphql: the customer access token's holder; every field answers for this customer only. */
   customer: TokenHolder | null;
   webhooks: WebhookSubscriptionDeps;

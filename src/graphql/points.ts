@@ -1,5 +1,6 @@
 import type { Customer as CustomerShape } from '../domain/customers/index.js';
 import { type Activity as ActivityShape, changePoints, type PointsOperation } from '../domain/ledger/index.js';
+import { ValidationError } from '../domain/kernel/index.js';
 import { Activity } from './activity.js';
 import { builder } from './builder.js';
 import { Customer } from './customer.js';
@@ -9,7 +10,7 @@ const PointsChangeInput = builder.inputType('PointsChangeInput', {
   fields: (t) => ({
     customerIdentifier: t.string({ description: 'Shop customer id or e-mail.' }),
     amount: t.int(),
-    description: t.string({ required: false }),
+    description: t.string({ required: false, description: 'Why the balance changes; required when a person (a staff session) makes the change.' }),
     note: t.string({ required: false }),
   }),
 });
@@ -40,7 +41,14 @@ for (const [field, payloadName, op, description] of MUTATIONS) {
       type: payload,
       description,
       args: { input: t.arg({ type: PointsChangeInput, required: true }) },
-      resolve: (_root, { input }, ctx) => withUserErrors(() => changePoints(ctx.db, ctx.shop.id, op, input)),
+      resolve: (_root, { input }, ctx) =>
+        withUserErrors(async () => {
+          // A person adjusts a balance with a reason (docs/console.md); a machine's change may go without.
+          if (ctx.staff && !input.description?.trim()) {
+            throw new ValidationError('a person\'s points change needs a reason in description', [{ path: 'description', message: 'required: why the balance changes' }]);
+          }
+          return changePoints(ctx.db, ctx.shop.id, op, input);
+        }),
     }),
   );
 }

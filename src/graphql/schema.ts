@@ -21,6 +21,7 @@ import './tier.js';
 import './customer-access-token.js';
 import './storefront.js';
 import './insights.js';
+import './staff.js';
 
 /** /graphql: the shop's key, the whole API. */
 export const schema = builder.toSchema({ subGraph: 'admin' });

@@ -1,6 +1,6 @@
 import { getShopSettings, type ShopSettings as ShopSettingsShape, updateShopSettings } from '../domain/settings/index.js';
 import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKeyOnRequest, type Shop as ShopShape } from '../domain/shops/index.js';
-import { adminKey, builder } from './builder.js';
+import { builder } from './builder.js';
 import { ExpirySettings, ExpirySettingsInput } from './expiry.js';
 import { markResponseSecret } from './no-store.js';
 import { TierSettings, TierSettingsInput } from './tier.js';
@@ -62,8 +62,8 @@ const ApiKey = builder.objectRef<ApiKeyInfo>('ApiKey').implement({
     revokedAt: t.expose('revokedAt', { type: 'DateTime', nullable: true }),
     active: t.boolean({ description: 'False once revoked.', resolve: (k) => k.revokedAt === null }),
     current: t.boolean({
-      description: 'Whether this request (or this graphql-ws connection) was made with this key.',
-      resolve: (k, _args, ctx) => adminKey(ctx).prefix === k.prefix,
+      description: 'Whether this request (or this graphql-ws connection) was made with this key; false for a person signed in.',
+      resolve: (k, _args, ctx) => ctx.apiKey?.prefix === k.prefix,
     }),
   }),
 });
@@ -164,7 +164,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: ApiKeyRevokeInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
-        const apiKey = await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, adminKey(ctx));
+        const apiKey = await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, ctx.apiKey);
         await ctx.bus.announceRevocation(apiKey);
         return { apiKey };
       }),

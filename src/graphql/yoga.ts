@@ -16,6 +16,7 @@ import { useLimits } from './limits.js';
 import { perOperation } from './per-operation.js';
 import { useRateLimits, useStorefrontRateLimits } from './rate-limit.js';
 import { useRequestChecks } from './request-checks.js';
+import { useStaffRoles } from './roles.js';
 import { schema, storefrontSchema } from './schema.js';
 
 /** The two GraphQL faces: one builder, two schemas (builder.ts). */
@@ -73,7 +74,17 @@ function useCompiledOperations(logger: Logger): Plugin {
   };
 }
 
-export type GraphQLServices = { rateLimiter: RateLimiter; storefrontLimiter: StorefrontLimiter; webhooks: WebhookSubscriptionDeps; bus: EventBus; shopifyAdmin: ShopifyAdmin };
+export type GraphQLServices = {
+  rateLimiter: RateLimiter;
+  storefrontLimiter: StorefrontLimiter;
+  webhooks: WebhookSubscriptionDeps;
+  bus: EventBus;
+  shopifyAdmin: ShopifyAdmin;
+  /** PUBLIC_URL: where one-time staff links point (else the request's own origin). */
+  publicUrl: string | null;
+  /** The clock of staff links' expiry. */
+  now: () => Date;
+};
 
 /**
  * Yoga over one face's schema; Fastify (or the graphql-ws handshake) authenticates, Yoga turns who
@@ -87,7 +98,7 @@ export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLSer
   return createYoga<ServerContext, GraphQLContext>({
     schema: faceSchema,
     graphqlEndpoint: face === 'admin' ? '/graphql' : STOREFRONT_ENDPOINT,
-    plugins: [useRequestChecks(), useLimits(), limits, useCompiledOperations(logger), useHeavyOperationQueue(faceSchema)],
+    plugins: [useRequestChecks(), useLimits(), useStaffRoles(), limits, useCompiledOperations(logger), useHeavyOperationQueue(faceSchema)],
     // Browsers get no CORS from Yoga: /graphql is for servers (and its own GraphiQL page); the
     // storefront's origins are answered by its route (src/http/storefront-route.ts).
     cors: false,
@@ -108,13 +119,15 @@ export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLSer
     graphiql: false,
     landingPage: false,
     context: ({ req }) => {
-      const common = { db, webhooks: services.webhooks, bus: services.bus, shopifyAdmin: services.shopifyAdmin };
+      const linkBase = services.publicUrl ?? `${req.protocol ?? 'http'}://${req.host ?? 'localhost'}`;
+      const common = { db, webhooks: services.webhooks, bus: services.bus, shopifyAdmin: services.shopifyAdmin, linkBase, now: services.now };
       if (face === 'admin') {
-        if (!req.shop || !req.apiKey) throw unauthenticatedError(face);
-        return { ...common, shop: req.shop, apiKey: req.apiKey, customer: null };
+        // A machine's API key, or a person's session (its role checked per field: useStaffRoles).
+        if (!req.shop || !(req.apiKey || req.staff)) throw unauthenticatedError(face);
+        return { ...common, shop: req.shop, apiKey: req.apiKey ?? null, staff: req.apiKey ? null : (req.staff ?? null), customer: null };
       }
       if (!req.shop || !req.customer) throw unauthenticatedError(face);
-      return { ...common, shop: req.shop, apiKey: null, customer: req.customer };
+      return { ...common, shop: req.shop, apiKey: null, staff: null, customer: req.customer };
     },
     maskedErrors: {
       // Domain errors are meant for clients and carry the REST error code; the rest stays masked.

@@ -6,6 +6,7 @@ import { type OperationParams, operationPreparer } from '../graphql/operation.js
 import { singleResultMediaType } from '../graphql/request-checks.js';
 import { type createGraphQLServer, unauthenticatedError } from '../graphql/yoga.js';
 import { closeIfBodyUnread, resolveShop } from '../requests/auth.js';
+import type { StaffDoorOutcome } from './staff-session.js';
 
 type Yoga = ReturnType<typeof createGraphQLServer>;
 
@@ -56,18 +57,27 @@ export function graphqlHandler(yoga: Yoga) {
 /**
  * onRequest hook of /graphql: a POST without a valid key is answered 401 here, before its body is
  * read, as the GraphQL response Yoga gives it (`extensions.code` unauthorized, in the single-result
- * type Accept asks for). GET (the GraphiQL page needs no key; an operation without one is refused by
- * the context) and CORS preflights carry no body and go on to Yoga.
+ * type Accept asks for). Without an Authorization header, a staff session's cookie may authenticate
+ * instead (staffDoor: 401 for an ended session, 403 without its CSRF token). GET (the GraphiQL page
+ * needs no key; an operation without one is refused by the context) and CORS preflights carry no
+ * body and go on to Yoga.
  */
-export function requireShopForGraphQL(db: DB) {
+export function requireShopForGraphQL(db: DB, staffDoor: (request: FastifyRequest) => Promise<StaffDoorOutcome>) {
   const resolve = resolveShop(db);
-  const body = JSON.stringify({ errors: [{ message: unauthenticatedError().message, extensions: { code: 'unauthorized' } }] });
-  return async (request: FastifyRequest, reply: FastifyReply) => {
-    await resolve(request);
-    if (request.shop || request.method !== 'POST') return;
+  const refuse = (request: FastifyRequest, reply: FastifyReply, status: number, code: string, message: string, headers: Record<string, string>) => {
     closeIfBodyUnread(request, reply);
     const mediaType = singleResultMediaType(request.headers.accept) ?? 'application/json';
-    return reply.code(401).header('www-authenticate', 'Bearer').header('content-type', `${mediaType}; charset=utf-8`).send(body);
+    const body = JSON.stringify({ errors: [{ message, extensions: { code } }] });
+    return reply.code(status).headers(headers).header('content-type', `${mediaType}; charset=utf-8`).send(body);
+  };
+  return async (request: FastifyRequest, reply: FastifyReply) => {
+    await resolve(request);
+    if (!request.shop && request.headers.authorization === undefined) {
+      const staff = await staffDoor(request);
+      if (staff.refused) return refuse(request, reply, staff.status, staff.code, staff.message, {});
+    }
+    if (request.shop || request.method !== 'POST') return;
+    return refuse(request, reply, 401, 'unauthorized', unauthenticatedError().message, { 'www-authenticate': 'Bearer' });
   };
 }
 

@@ -9,6 +9,7 @@ import { watchRevocations } from '../events/revocation-watch.js';
 import { createGraphQLServer } from '../graphql/yoga.js';
 import type { Logger } from '../logger.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
+import type { StaffLimiter } from '../rate-limit/staff.js';
 import type { StorefrontLimiter } from '../rate-limit/storefront.js';
 import { identityFromAuthorization } from '../requests/auth.js';
 import { HttpError, toErrorResponse } from '../requests/errors.js';
@@ -23,6 +24,7 @@ import { registerGraphiQL, sendGraphiQL, wantsGraphiQL } from './graphiql.js';
 import { graphqlHandler, requireShopForGraphQL } from './graphql-route.js';
 import { type Metrics, registerMetrics } from './metrics.js';
 import { registerStorefront, storefrontSocketIdentity } from './storefront-route.js';
+import { registerStaffSession, staffDoor } from './staff-session.js';
 import { attachGraphQLWebSocket } from './websocket.js';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -40,12 +42,17 @@ export async function createHttpServer(deps: {
   logger: Logger;
   rateLimiter: RateLimiter;
   storefrontLimiter: StorefrontLimiter;
+  staffLimiter: StaffLimiter;
   webhooks: WebhookSubscriptionDeps;
   bus: EventBus;
   shopifyAdmin: ShopifyAdmin;
   metrics: Metrics;
   /** How long a request may take to arrive, headers and body (REQUEST_TIMEOUT_MS). */
   requestTimeoutMs: number;
+  /** PUBLIC_URL: staff links point there, and the session cookie is Secure when it is https. */
+  publicUrl: string | null;
+  /** The clock of staff sessions and links. */
+  now: () => Date;
 }): Promise<FastifyInstance> {
   const { db, logger, rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, requestTimeoutMs } = deps;
   const app = Fastify({
@@ -112,7 +119,7 @@ export async function createHttpServer(deps: {
 
   // A key revoked on any instance is forgotten here at once, not after the key cache's TTL.
   bus.onRevoked((key) => forgetApiKey(db, key.prefix));
-  const services = { rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin };
+  const services = { rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, publicUrl: deps.publicUrl, now: deps.now };
   const yoga = createGraphQLServer(db, logger, services, 'admin');
   const storefrontYoga = createGraphQLServer(db, logger, services, 'storefront');
   const webSockets = attachGraphQLWebSocket(
@@ -148,12 +155,14 @@ export async function createHttpServer(deps: {
   registerAdminPage(app);
   registerApiDocs(app);
   registerGraphiQL(app);
+  const staff = { db, limiter: deps.staffLimiter, now: deps.now, publicUrl: deps.publicUrl };
+  registerStaffSession(app, staff);
   const idempotency = idempotencyHooks(db, 'graphql');
   const graphql = graphqlHandler(yoga);
   app.route({
     url: '/graphql',
     method: ['GET', 'POST', 'OPTIONS'],
-    onRequest: requireShopForGraphQL(db),
+    onRequest: requireShopForGraphQL(db, staffDoor(staff)),
     preHandler: idempotency.preHandler,
     onSend: idempotency.onSend,
     handler: (request, reply) => (wantsGraphiQL(request) ? sendGraphiQL(request, reply) : graphql(request, reply)),

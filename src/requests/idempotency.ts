@@ -69,8 +69,9 @@ export function idempotencyHooks(db: DB, face: IdempotencyFace = 'rest') {
         { path: 'Idempotency-Key', message: 'invalid header' },
       ]);
     }
-    // On the storefront a key is its customer's: the same key from two customers never replays one's answer to the other.
-    const owned = request.customer ? `customer/${request.customer.customerId}/${key}` : key;
+    // On the storefront a key is its customer's, and a signed-in person's is theirs: the same key from
+    // two of them never replays one's answer to the other (a viewer would get what its role cannot read).
+    const owned = request.customer ? `customer/${request.customer.customerId}/${key}` : request.staff ? `staff/${request.staff.staffId}/${key}` : key;
     const claimed = await claimIdempotencyKey(db, shopId, owned, fingerprint(request));
     if (claimed.kind === 'replay') return send(reply.header('idempotent-replayed', 'true'), claimed.response);
     request.idempotencyKey = owned;

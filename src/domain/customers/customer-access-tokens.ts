@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../../db/database.js';
-import { lastTimeKey, purgeInBatches, type PurgeOptions, type TimeKey } from '../../db/purge.js';
+import { type PurgeOptions, purgeExpiredRows } from '../../db/purge.js';
 import type { Queryable } from '../../db/transaction.js';
 import { newId, parseInput, randomString, sha256 } from '../kernel/index.js';
 import type { Shop } from '../shops/index.js';
@@ -104,16 +104,6 @@ export async function isTokenLive(db: Queryable, holder: TokenHolder, now = new 
 }
 
 /** Deletes tokens that expired before `before` (a day ago, in the retention loop), oldest first, in bounded batches. */
-export async function purgeExpiredCustomerAccessTokens(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
-  return purgeInBatches<TimeKey>(options, async (position, limit) => {
-    const { rows } = await sql<{ id: string; expires_at: Date }>`
-      delete from customer_access_tokens
-      where id = any(array(
-        select id from customer_access_tokens
-        where expires_at < ${before} ${position ? sql`and (expires_at, id) > (${position.at}, ${position.id})` : sql``}
-        order by expires_at, id
-        limit ${limit}))
-      returning id, expires_at`.execute(db);
-    return { deleted: rows.length, next: rows.length < limit ? null : lastTimeKey(rows, (r) => ({ at: r.expires_at, id: r.id })) };
-  });
+export function purgeExpiredCustomerAccessTokens(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
+  return purgeExpiredRows(db, 'customer_access_tokens', before, options);
 }

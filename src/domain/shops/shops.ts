@@ -110,13 +110,13 @@ export const apiKeyRevokeInputSchema = z.strictObject({
 });
 
 /**
- * Revokes one of the shop's keys on behalf of a request made with `requestKey`, which cannot
- * revoke itself: a shop cannot lock itself out by mistake. To rotate, create a key, switch to it,
+ * Revokes one of the shop's keys on behalf of a request made with `requestKey` (null: a person
+ * signed in), which cannot revoke itself: a shop cannot lock itself out by mistake. To rotate, create a key, switch to it,
  * and revoke the old one with the new one.
  */
-export async function revokeApiKeyOnRequest(db: Queryable, shopId: string, input: unknown, requestKey: ApiKeyRef): Promise<ApiKeyInfo> {
+export async function revokeApiKeyOnRequest(db: Queryable, shopId: string, input: unknown, requestKey: ApiKeyRef | null): Promise<ApiKeyInfo> {
   const { prefix } = parseInput(apiKeyRevokeInputSchema, input);
-  if (requestKey.prefix === prefix) {
+  if (requestKey?.prefix === prefix) {
     throw new RuleViolationError('api_key_in_use', 'a key cannot revoke itself: revoke it with another of the shop\'s keys', ['prefix']);
   }
   return revokeApiKey(db, shopId, prefix);
