@@ -56,7 +56,7 @@ describe('each role over /graphql', () => {
     { field: 'Query.shop', query: `{ shop { id settings { pendingDays } } }` },
     {
       field: 'Mutation.pointsAdd',
-      query: `mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 7, description: "goodwill" }) { userErrors { code } } }`,
+      query: `mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 7, note: "goodwill" }) { userErrors { code } } }`,
       effect: async () => (await key(`{ customer(identifier: "c-1") { points } }`)).customer.points,
     },
     {
@@ -124,7 +124,7 @@ describe('each role over /graphql', () => {
 
   it('a role change applies to the open session\'s next operation', async () => {
     const extra = await member(t, shopId, 'promoted@example.com', 'viewer');
-    const ADD = `mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 1, description: "apology" }) { userErrors { code } } }`;
+    const ADD = `mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 1, note: "apology" }) { userErrors { code } } }`;
     expect((await staffGraphql(t, extra, ADD)).status).toBe(403);
     const promoted = await staffGraphql(t, people.owner, `mutation($input: StaffRoleUpdateInput!) { staffRoleUpdate(input: $input) { member { role } } }`, {
       input: { staffId: extra.body.staff.id, role: 'support' },
@@ -137,8 +137,8 @@ describe('each role over /graphql', () => {
     const read = async () => (await key(`{ customer(identifier: "c-1") { points } }`)).customer.points;
     const before = await read();
     for (const field of ['pointsAdd', 'pointsSubtract', 'pointsSet']) {
-      const res = await staffGraphql(t, people.support, `mutation { ${field}(input: { customerIdentifier: "c-1", amount: 1, description: "  " }) { userErrors { code field } } }`);
-      expect(res.body.data[field].userErrors).toEqual([{ code: 'validation_error', field: ['input', 'description'] }]);
+      const res = await staffGraphql(t, people.support, `mutation { ${field}(input: { customerIdentifier: "c-1", amount: 1, note: "  " }) { userErrors { code field } } }`);
+      expect(res.body.data[field].userErrors).toEqual([{ code: 'validation_error', field: ['input', 'note'] }]);
     }
     expect(await read()).toBe(before);
     expect((await key(`mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 1 }) { userErrors { code } } }`)).pointsAdd.userErrors).toEqual([]);

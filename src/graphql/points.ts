@@ -10,8 +10,8 @@ const PointsChangeInput = builder.inputType('PointsChangeInput', {
   fields: (t) => ({
     customerIdentifier: t.string({ description: 'Shop customer id or e-mail.' }),
     amount: t.int(),
-    description: t.string({ required: false, description: 'Why the balance changes; required when a person (a staff session) makes the change.' }),
-    note: t.string({ required: false }),
+    description: t.string({ required: false, description: 'What the customer sees of the change (on the storefront too).' }),
+    note: t.string({ required: false, description: 'The shop\'s internal reason, never on the storefront; required when a person (a staff session) makes the change.' }),
   }),
 });
 
@@ -44,8 +44,8 @@ for (const [field, payloadName, op, description] of MUTATIONS) {
       resolve: (_root, { input }, ctx) =>
         withUserErrors(async () => {
           // A person adjusts a balance with a reason (docs/console.md); a machine's change may go without.
-          if (ctx.staff && !input.description?.trim()) {
-            throw new ValidationError('a person\'s points change needs a reason in description', [{ path: 'description', message: 'required: why the balance changes' }]);
+          if (ctx.staff && !input.note?.trim()) {
+            throw new ValidationError('a person\'s points change needs an internal reason in note', [{ path: 'note', message: 'required: why the balance changes' }]);
           }
           return changePoints(ctx.db, ctx.shop.id, op, input);
         }),

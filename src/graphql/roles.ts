@@ -16,6 +16,7 @@ export const LEAST_ROLE: Readonly<Record<string, StaffRole>> = {
   'Query.apiKeys': 'owner',
   'Query.customer': 'viewer',
   'Query.customers': 'viewer',
+  'Query.customerSearch': 'viewer',
   'Query.discountCodeCheck': 'viewer',
   'Query.earningRules': 'viewer',
   'Query.order': 'viewer',

@@ -114,7 +114,7 @@ async function loadSession() {
   const { status, body } = await call('GET', '/admin/session');
   state.session = status === 200 ? body : null;
   $('#nav').hidden = !state.session;
-  $('#whoami').textContent = state.session ? `${state.session.staff.email} · ${state.session.role} · ${state.session.shop.name}` : '';
+  $('#whoami').textContent = state.session ? `${state.session.staff.email} · ${state.session.staff.role} · ${state.session.shop.name}` : '';
   return state.session;
 }
 
