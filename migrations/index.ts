@@ -31,6 +31,7 @@ import * as codeWarnings from './2026_11_27_021_code_warnings.js';
 import * as shopifyAdmin from './2026_11_27_022_shopify_admin.js';
 import * as shopifyCollections from './2026_11_27_023_shopify_collections.js';
 import * as shopifyImports from './2026_11_27_024_shopify_imports.js';
+import * as tierOverrides from './2026_11_27_027_tier_overrides.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -63,4 +64,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_27_022_shopify_admin': shopifyAdmin,
   '2026_11_27_023_shopify_collections': shopifyCollections,
   '2026_11_27_024_shopify_imports': shopifyImports,
+  '2026_11_27_027_tier_overrides': tierOverrides,
 };
