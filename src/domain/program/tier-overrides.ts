@@ -4,7 +4,7 @@ import type { DB } from '../../db/database.js';
 import type { CustomerRow } from '../../db/schema.js';
 import { inTransaction, type Trx } from '../../db/transaction.js';
 import { customerIdentifierSchema, getCustomer, toCustomer, type Customer } from '../customers/index.js';
-import { announceOutboxWrite, type DueWork, failedItems, failingItems, parseInput, RuleViolationError, runClaimed, ValidationError } from '../kernel/index.js';
+import { announceOutboxWrite, type DueWork, failedItems, parseInput, RuleViolationError, runClaimedInBatches, ValidationError } from '../kernel/index.js';
 import { readProgram, type TierOverride, tierNotFound, toTier } from './tiers.js';
 
 /**
@@ -132,26 +132,12 @@ const ENDS_PER_TRANSACTION = 100;
  */
 export const tierOverrideEnd: DueWork = {
   name: 'tier_override_end',
-  async runDue(db: DB, now: Date, limit: number): Promise<number> {
-    const failing = await failingItems(db, 'tier_override_end', now);
-    let done = 0;
-    while (done < limit) {
-      const step = await runClaimed(db, now, failing, {
-        claim: (trx, skip) => claimDue(trx, now, Math.min(limit - done, ENDS_PER_TRANSACTION), skip),
-        keyOf: (row) => ({ item: row.customer_id, shopId: row.shop_id }),
-        work: (trx, rows) =>
-          endOverrides(
-            trx,
-            rows.map((r) => r.customer_id),
-            now,
-            'override_ended',
-          ),
-      });
-      if (!step) break;
-      done += step;
-    }
-    return done;
-  },
+  runDue: (db: DB, now: Date, limit: number) =>
+    runClaimedInBatches(db, now, 'tier_override_end', limit, ENDS_PER_TRANSACTION, {
+      claim: (trx, batch, skip) => claimDue(trx, now, batch, skip),
+      keyOf: (row) => ({ item: row.customer_id, shopId: row.shop_id }),
+      work: (trx, rows) => endOverrides(trx, rows.map((r) => r.customer_id), now, 'override_ended'),
+    }),
   async oldestDue(db: DB, now: Date): Promise<Date | null> {
     const skip = await failedItems(db, 'tier_override_end');
     let query = db.selectFrom('tier_members').select('override_until').where('override_until', '<=', now);
