@@ -1,11 +1,8 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScheduler } from '../src/events/scheduler.js';
 import { tierOverrideEnd } from '../src/domain/program/index.js';
 import { createLogger } from '../src/logger.js';
-import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { cliDatabase, isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { until as eventually } from './live-helpers.js';
 
 /**
@@ -411,9 +408,8 @@ describe.runIf(onPostgres)('on PostgreSQL, two instances', () => {
 
 describe('after downtime', () => {
   it('a restart while overrides are due ends them at the start, once', async () => {
-    const dir = await mkdtemp(path.join(tmpdir(), 'loyalty-overrides-'));
-    const pg = onPostgres ? await isolatedPostgresUrl() : undefined;
-    const env: Record<string, string> = pg ? { DATABASE_URL: pg.url } : { DATA_DIR: dir };
+    // One database for both starts: an embedded one in a folder, or a private PostgreSQL schema.
+    const { env, drop } = await cliDatabase('loyalty-overrides-');
     const clock = movableClock();
     try {
       const first = await startTestApp({ ...env, WORKER: 'off' }, { clock: clock.now });
@@ -443,8 +439,7 @@ describe('after downtime', () => {
         await second.stop();
       }
     } finally {
-      await pg?.drop();
-      await rm(dir, { recursive: true, force: true });
+      await drop();
     }
   }, 60_000);
 });
