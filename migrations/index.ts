@@ -32,6 +32,7 @@ import * as shopifyAdmin from './2026_11_27_022_shopify_admin.js';
 import * as shopifyCollections from './2026_11_27_023_shopify_collections.js';
 import * as shopifyImports from './2026_11_27_024_shopify_imports.js';
 import * as staff from './2026_11_27_025_staff.js';
+import * as tierOverrides from './2026_11_27_026_tier_overrides.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -65,4 +66,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_27_023_shopify_collections': shopifyCollections,
   '2026_11_27_024_shopify_imports': shopifyImports,
   '2026_11_27_025_staff': staff,
+  '2026_11_27_026_tier_overrides': tierOverrides,
 };

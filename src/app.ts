@@ -10,7 +10,7 @@ import { codeExpiry, codeWarnings } from './domain/codes/index.js';
 import { compactInsights, purgeActiveMemberMarkers } from './domain/insights/index.js';
 import { purgeRelayedOutboxEvents } from './domain/kernel/index.js';
 import { pendingRelease, purgeExpiredIdempotencyKeys } from './domain/ledger/index.js';
-import { birthdayRun, expiryWarnings, pointExpiry, tierEvaluation } from './domain/program/index.js';
+import { birthdayRun, expiryWarnings, pointExpiry, tierEvaluation, tierOverrideEnd } from './domain/program/index.js';
 import { purgeProcessedShopifyWebhooks, SHOPIFY_INBOX_RETENTION_DAYS, shopifyInbox, syncJobCounts } from './domain/shopify/index.js';
 import { createEventBus, type EventBus } from './events/bus.js';
 import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
@@ -72,7 +72,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
     db: database.db,
-    kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry, codeWarnings, codeExpiry, tierEvaluation],
+    kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry, codeWarnings, codeExpiry, tierEvaluation, tierOverrideEnd],
     logger,
     now: () => new Date(options.clock?.() ?? Date.now()),
     onKindFailure: (kind) => metrics.dueWorkKindFailed(kind),

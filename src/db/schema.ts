@@ -487,6 +487,11 @@ export interface TierMembersTable {
   shop_id: string;
   tier_id: string | null;
   since: Date | null;
+  /** While set, the tier is staff's override (tier_id) until then; nothing else moves it. */
+  override_until: Date | null;
+  override_reason: string | null;
+  /** When the override was set. */
+  override_at: Date | null;
 }
 
 /** A customer's metric on one shop-local day. */

@@ -1,4 +1,7 @@
-import { createTier, type CustomerTier as CustomerTierShape, customerTiers, deleteTier, listTiers, type Tier as TierShape, TIER_METRICS, TIER_WINDOWS, tierProgress, type TierProgress as TierProgressShape, type TierSettings as TierSettingsShape, updateTier } from '../domain/program/index.js';
+import {
+  clearTierOverride, createTier, type CustomerTier as CustomerTierShape, customerTiers, deleteTier, listTiers, overrideTier, type Tier as TierShape, TIER_METRICS, TIER_WINDOWS,
+  type TierOverride as TierOverrideShape, type TierOverrideResult, tierOverrides, tierProgress, type TierProgress as TierProgressShape, type TierSettings as TierSettingsShape, updateTier,
+} from '../domain/program/index.js';
 import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { Customer } from './customer.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
@@ -73,7 +76,26 @@ const CustomerTier = builder.objectRef<CustomerTierShape>('CustomerTier').implem
   }),
 });
 
+const TierOverride = builder.objectRef<TierOverrideShape>('TierOverride').implement({
+  description: 'Staff\'s override of a customer\'s tier: they hold `tier` until `until`, whatever their metric; then the metric decides again. See docs/tiers.md "Overrides".',
+  fields: (t) => ({
+    tier: t.field({ type: Tier, nullable: true, description: 'The tier held while the override lasts; null: none.', resolve: (o) => o.tier }),
+    until: t.expose('until', { type: 'DateTime', description: 'When it ends by itself.' }),
+    reason: t.exposeString('reason', { nullable: true, description: 'Why, as staff wrote it: internal, never on the storefront.' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime', description: 'When it was set.' }),
+  }),
+});
+
 builder.objectFields(Customer, (t) => ({
+  tierOverride: t.loadable({
+    subGraphs: ['admin'],
+    type: TierOverride,
+    nullable: true,
+    description: 'Staff\'s override of the customer\'s tier while it holds (`tier` then shows its tier); null: none.',
+    loaderOptions: BATCH_ONLY,
+    load: (customerIds: string[], ctx) => tierOverrides(ctx.db, ctx.shop.id, customerIds),
+    resolve: (customer) => customer._id,
+  }),
   tier: t.loadable({
     type: CustomerTier,
     nullable: true,
@@ -102,6 +124,27 @@ const tierFields = (t: Parameters<Parameters<typeof builder.inputType>[1]['field
   name: t.string({ required, description: '1 to 64 characters, unique in the shop.' }),
   threshold: t.string({ required, description: 'points_earned: whole points ("500"); amount_spent: money ("250.00"). Unique in the shop.' }),
   multiplier: t.string({ required: false, description: '"1" (default) to "100", up to 4 decimals; a higher tier never multiplies less.' }),
+});
+
+const CustomerTierOverridePayload = builder.objectRef<Partial<TierOverrideResult> & { userErrors: UserErrorShape[] }>('CustomerTierOverridePayload').implement({
+  fields: (t) => ({
+    customer: t.field({ type: Customer, nullable: true, resolve: (p) => p.customer ?? null }),
+    tierOverride: t.field({ type: TierOverride, nullable: true, description: 'The override now in force; null after a clear.', resolve: (p) => p.tierOverride ?? null }),
+    userErrors: t.field({ type: [UserError], resolve: (p) => p.userErrors }),
+  }),
+});
+
+const CustomerTierOverrideInput = builder.inputType('CustomerTierOverrideInput', {
+  fields: (t) => ({
+    customerIdentifier: t.string({ required: true, description: 'Shop customer id or e-mail.' }),
+    tierId: t.id({ required: false, description: 'The tier to hold; must be given, null for no tier.' }),
+    until: t.field({ type: 'DateTime', required: true, description: 'When the override ends by itself; in the future.' }),
+    reason: t.string({ required: false, description: 'Why (internal), up to 500 characters.' }),
+  }),
+});
+
+const CustomerTierOverrideClearInput = builder.inputType('CustomerTierOverrideClearInput', {
+  fields: (t) => ({ customerIdentifier: t.string({ required: true, description: 'Shop customer id or e-mail.' }) }),
 });
 
 const TierCreateInput = builder.inputType('TierCreateInput', { fields: (t) => tierFields(t, true) });
@@ -136,5 +179,17 @@ builder.mutationFields((t) => ({
     description: 'Deletes a tier nobody holds (tier_in_use otherwise).',
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, ctx) => withUserErrors(() => deleteTier(ctx.db, ctx.shop.id, String(id))),
+  }),
+  customerTierOverride: t.field({
+    type: CustomerTierOverridePayload,
+    description: 'Holds the customer\'s tier at `tierId` (null: none) until `until`: no upgrade or evaluation moves it meanwhile, and orders earn by its multiplier. A new override replaces the one in force.',
+    args: { input: t.arg({ type: CustomerTierOverrideInput, required: true }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(() => overrideTier(ctx.db, ctx.shop.id, input)),
+  }),
+  customerTierOverrideClear: t.field({
+    type: CustomerTierOverridePayload,
+    description: 'Ends the customer\'s override now: they take the tier their metric reaches (tier_override_not_found when none holds).',
+    args: { input: t.arg({ type: CustomerTierOverrideClearInput, required: true }) },
+    resolve: (_root, { input }, ctx) => withUserErrors(() => clearTierOverride(ctx.db, ctx.shop.id, input)),
   }),
 }));

@@ -295,6 +295,14 @@ export const customerTierSchema = z
       next: tierSchema.nullable().meta({ description: 'The next tier above the one held; null at the top' }),
       remaining: z.string().nullable().meta({ description: 'What it takes to reach next' }),
     }),
+    override: z
+      .strictObject({
+        until: timestampSchema.meta({ description: 'When it ends by itself; then the metric decides the tier again' }),
+        reason: z.string().nullable().meta({ description: 'Why, as staff wrote it' }),
+        createdAt: timestampSchema.meta({ description: 'When it was set' }),
+      })
+      .nullable()
+      .meta({ description: 'While staff\'s override holds the tier (which `tier` then is); null: none' }),
   })
   .meta({ id: 'CustomerTier' });
 
@@ -342,7 +350,11 @@ export const webhookEventSchema = z
         customer: idSchema,
         previousTier: eventTierSchema.meta({ description: 'null: the customer held none' }),
         tier: eventTierSchema.meta({ description: 'null: the customer holds none now' }),
-        reason: z.enum(['upgrade', 'evaluation']).meta({ description: 'upgrade: at once, as the metric reached a threshold; evaluation: the daily evaluation (or one after the tiers or window changed)' }),
+        reason: z.enum(['upgrade', 'evaluation', 'override', 'override_cleared', 'override_ended']).meta({
+          description:
+            'upgrade: at once, as the metric reached a threshold; evaluation: the daily evaluation (or one after the tiers or window changed); override: staff set the tier until `until`; override_cleared, override_ended: the override was cleared, or reached its end, and the metric decided',
+        }),
+        until: timestampSchema.optional().meta({ description: 'override: when the override ends' }),
       }),
     ),
     eventEnvelope(['points/pending'], pendingChangeSchema),

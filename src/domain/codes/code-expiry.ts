@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { DB } from '../../db/database.js';
 import type { DiscountCodeRow } from '../../db/schema.js';
 import type { Trx } from '../../db/transaction.js';
-import { type DueWork, failedItems, failingItems, recordShopEvents, runClaimed } from '../kernel/index.js';
+import { type DueWork, failedItems, failingItems, recordShopEvents, runClaimed, runClaimedInBatches } from '../kernel/index.js';
 import { endCode, returnCodePoints } from './code-states.js';
 import { toDiscountCode } from './discount-codes.js';
 
@@ -15,21 +15,13 @@ import { toDiscountCode } from './discount-codes.js';
  */
 export const codeExpiry: DueWork = {
   name: 'code_expiry',
-  async runDue(db: DB, now: Date, limit: number): Promise<number> {
-    const failing = await failingItems(db, 'code_expiry', now);
-    let done = 0;
-    // Short transactions: a returned code's ledger write holds its customer's row lock until commit.
-    while (done < limit) {
-      const step = await runClaimed(db, now, failing, {
-        claim: (trx, skip) => claimExpired(trx, now, Math.min(limit - done, CODES_PER_TRANSACTION), skip),
-        keyOf: (row) => ({ item: row.id, shopId: row.shop_id }),
-        work: expire,
-      });
-      if (!step) break;
-      done += step;
-    }
-    return done;
-  },
+  // Short transactions: a returned code's ledger write holds its customer's row lock until commit.
+  runDue: (db: DB, now: Date, limit: number) =>
+    runClaimedInBatches(db, now, 'code_expiry', limit, CODES_PER_TRANSACTION, {
+      claim: (trx, batch, skip) => claimExpired(trx, now, batch, skip),
+      keyOf: (row) => ({ item: row.id, shopId: row.shop_id }),
+      work: expire,
+    }),
   async oldestDue(db: DB, now: Date): Promise<Date | null> {
     const skip = await failedItems(db, 'code_expiry');
     let query = db.selectFrom('discount_codes').select('expires_at').where('status', '=', 'issued').where('expires_at', 'is not', null).where('expires_at', '<=', now);

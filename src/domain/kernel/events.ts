@@ -19,7 +19,7 @@ export const EVENT_TOPICS = {
   'points/expiring': 'Points of a customer will expire soon (the shop\'s expiry warningDays before): once per customer per expiry date.',
   'points/expired': 'Points reached their expiry and left the balance (an expire_points ledger entry).',
   'points/refunded': 'A discount code\'s points came back to the balance (a refund_redemption ledger entry): the code was cancelled, expired or its order refunded, where the shop returns them.',
-  'tiers/changed': 'A customer\'s VIP tier changed: up at once when their metric reached a threshold, or at the daily evaluation (up or down).',
+  'tiers/changed': 'A customer\'s VIP tier changed: up at once when their metric reached a threshold, at the daily evaluation (up or down), or by staff\'s override and its end.',
   'orders/created': 'An order was recorded (PUT /orders, GraphQL orderUpsert, the Shopify connector or the orders import).',
   'orders/updated': 'An order changed state: paid, refunded in part or in full, or cancelled.',
   'redemptions/created': 'A customer redeemed points for a discount code.',

@@ -19,7 +19,7 @@ export {
 } from './pagination.js';
 export {
   countFailures, type DueWork, failedItems, failingItems, type FailingItems, type FailureCounts, type FailureFilter,
-  listFailures, MAX_ATTEMPTS, RETRY_DELAYS_MS, retrySetAside, runClaimed,
+  listFailures, MAX_ATTEMPTS, RETRY_DELAYS_MS, retrySetAside, runClaimed, runClaimedInBatches,
 } from './scheduling.js';
 export { type SecretBox } from './sealing.js';
 export { singleFlight } from './single-flight.js';

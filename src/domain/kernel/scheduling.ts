@@ -167,6 +167,30 @@ export async function runClaimed<T>(db: DB, now: Date, failing: FailingItems, st
   }
 }
 
+/**
+ * A kind's pass in short transactions: claims and does up to `perTransaction` items at a time,
+ * each transaction through `runClaimed`, until `limit` units are done or nothing is due. Short, so
+ * the commits of live writes beside a large backlog never wait long behind one.
+ */
+export async function runClaimedInBatches<T>(
+  db: DB,
+  now: Date,
+  kind: string,
+  limit: number,
+  perTransaction: number,
+  steps: Omit<ClaimSteps<T>, 'claim'> & { claim(trx: Trx, limit: number, skip: readonly string[]): Promise<T[]> },
+): Promise<number> {
+  const failing = await failingItems(db, kind, now);
+  let done = 0;
+  while (done < limit) {
+    const batch = Math.min(limit - done, perTransaction);
+    const step = await runClaimed(db, now, failing, { ...steps, claim: (trx, skip) => steps.claim(trx, batch, skip) });
+    if (!step) break;
+    done += step;
+  }
+  return done;
+}
+
 /** Items that had failed before and are done now leave due_work_failures. */
 async function forgetRecovered(trx: Trx, failing: FailingItems, done: string[]): Promise<void> {
   if (!failing.retrying.size) return;

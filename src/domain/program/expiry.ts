@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { DB } from '../../db/database.js';
 import type { Queryable, Trx } from '../../db/transaction.js';
-import { type DueWork, failedItems, failingItems, recordShopEvents, runClaimed } from '../kernel/index.js';
+import { type DueWork, failedItems, failingItems, recordShopEvents, runClaimed, runClaimedInBatches } from '../kernel/index.js';
 import { writeLockedBalanceChanges } from '../ledger/index.js';
 
 /**
@@ -80,22 +80,14 @@ export async function switchExpiryMode(trx: Trx, shopId: string, mode: ExpiryMod
  */
 export const pointExpiry: DueWork = {
   name: 'point_expiry',
-  async runDue(db: DB, now: Date, limit: number): Promise<number> {
-    const failing = await failingItems(db, 'point_expiry', now);
-    let done = 0;
-    // Small transactions, many of them: each commits little WAL, so the commits of live writes
-    // beside a mass expiry never wait long behind one (docs/benchmarks.md, "Expiry").
-    while (done < limit) {
-      const step = await runClaimed(db, now, failing, {
-        claim: (trx, skip) => claimExpiring(trx, now, Math.min(limit, CUSTOMERS_PER_TRANSACTION), skip),
-        keyOf: (customer) => ({ item: customer.id, shopId: customer.shop_id }),
-        work: (trx, customers) => expire(trx, customers.map((c) => c.id), now),
-      });
-      if (!step) break;
-      done += step;
-    }
-    return done;
-  },
+  // Small transactions, many of them: each commits little WAL, so the commits of live writes
+  // beside a mass expiry never wait long behind one (docs/benchmarks.md, "Expiry").
+  runDue: (db: DB, now: Date, limit: number) =>
+    runClaimedInBatches(db, now, 'point_expiry', limit, CUSTOMERS_PER_TRANSACTION, {
+      claim: (trx, batch, skip) => claimExpiring(trx, now, batch, skip),
+      keyOf: (customer) => ({ item: customer.id, shopId: customer.shop_id }),
+      work: (trx, customers) => expire(trx, customers.map((c) => c.id), now),
+    }),
   async oldestDue(db: DB, now: Date): Promise<Date | null> {
     return oldest(db, 'expires_at', now, await failedItems(db, 'point_expiry'));
   },

@@ -62,7 +62,7 @@ export function formatMetric(value: number, program: Program): string {
   return program.metric === 'amount_spent' ? formatMoney(value, program.currency) : String(value);
 }
 
-function toTier(row: TierRow, program: Program): Tier {
+export function toTier(row: TierRow, program: Program): Tier {
   return {
     id: row.id,
     name: row.name,
@@ -110,7 +110,7 @@ async function lockProgram(trx: Trx, shopId: string): Promise<Program & { tiersO
   return { metric: shop.tier_metric as Program['metric'], currency: shop.currency, tiersOn: shop.tiers_on };
 }
 
-async function readProgram(db: Queryable, shopId: string): Promise<Program> {
+export async function readProgram(db: Queryable, shopId: string): Promise<Program> {
   const shop = await db.selectFrom('shops').select(['tier_metric', 'currency']).where('id', '=', shopId).executeTakeFirstOrThrow();
   return { metric: shop.tier_metric as Program['metric'], currency: shop.currency };
 }
@@ -223,8 +223,8 @@ export async function deleteTier(db: DB, shopId: string, id: string, now = new D
   });
 }
 
-function tierNotFound(id: string) {
-  return new NotFoundError('tier_not_found', `no tier with id ${id}`, ['id']);
+export function tierNotFound(id: string, field = 'id') {
+  return new NotFoundError('tier_not_found', `no tier with id ${id}`, [field]);
 }
 
 /**
@@ -297,6 +297,36 @@ export async function customerTiers(db: Queryable, shopId: string, customerIds: 
   return customerIds.map((id) => byCustomer.get(id) ?? null);
 }
 
+/** Staff's override of a customer's tier (tier-overrides.ts): the tier (null: none) they hold until `until`, whatever their metric. */
+export type TierOverride = { tier: Tier | null; until: Date; reason: string | null; createdAt: Date };
+
+/** The overrides that hold customers' tiers, for a loader: by customer id, in the order asked (null: none). */
+export async function tierOverrides(db: Queryable, shopId: string, customerIds: readonly string[]): Promise<Array<TierOverride | null>> {
+  const [program, rows] = await Promise.all([
+    readProgram(db, shopId),
+    db
+      .selectFrom('tier_members as m')
+      .leftJoin('tiers as t', 't.id', 'm.tier_id')
+      .select(['m.customer_id', 'm.override_until', 'm.override_reason', 'm.override_at', 't.id', 't.name', 't.threshold', 't.multiplier_bp', 't.created_at', 't.updated_at'])
+      .where('m.shop_id', '=', shopId)
+      .where('m.customer_id', 'in', customerIds)
+      .where('m.override_until', 'is not', null)
+      .execute(),
+  ]);
+  const byCustomer = new Map(
+    rows.map((r) => [
+      r.customer_id,
+      {
+        tier: r.id === null ? null : toTier(r as TierRow, program),
+        until: r.override_until!,
+        reason: r.override_reason,
+        createdAt: r.override_at!,
+      },
+    ]),
+  );
+  return customerIds.map((id) => byCustomer.get(id) ?? null);
+}
+
 /**
  * Where customers stand: their metric over the window now (this year's, for calendar_year), the
  * next tier above the one they hold, and what it takes to reach it. Read live, like nextExpiry.
@@ -333,15 +363,18 @@ export type CustomerTierStatus = {
   metric: TierSettings['metric'];
   window: TierSettings['window'];
   progress: Pick<TierProgress, 'current' | 'next' | 'remaining'>;
+  /** While staff's override holds the tier (which `tier` then is): until when, and why. */
+  override: Omit<TierOverride, 'tier'> | null;
 };
 
 /** GET /vip/tiers/customer: the customer's tier, since when, and their progress, by the shop's customer id or e-mail. */
 export async function customerTierStatus(db: Queryable, shopId: string, query: unknown, now = new Date()): Promise<CustomerTierStatus> {
   const { customerIdentifier } = parseInput(z.object({ customerIdentifier: customerIdentifierSchema }), query);
   const customer = await getCustomer(db, shopId, customerIdentifier);
-  const [[held], [progress], shop] = await Promise.all([
+  const [[held], [progress], [override], shop] = await Promise.all([
     customerTiers(db, shopId, [customer.id]),
     tierProgress(db, shopId, [customer.id], now),
+    tierOverrides(db, shopId, [customer.id]),
     db.selectFrom('shops').select(['tier_metric', 'tier_window']).where('id', '=', shopId).executeTakeFirstOrThrow(),
   ]);
   return {
@@ -351,6 +384,7 @@ export async function customerTierStatus(db: Queryable, shopId: string, query: u
     metric: shop.tier_metric as TierSettings['metric'],
     window: shop.tier_window as TierSettings['window'],
     progress: { current: progress!.current, next: progress!.next, remaining: progress!.remaining },
+    override: override ? { until: override.until, reason: override.reason, createdAt: override.createdAt } : null,
   };
 }
 
@@ -374,7 +408,8 @@ const EVALUATION_BATCH = 2000;
  * The daily evaluation (DESIGN.md "Time-driven work"): each shop with tiers has a shop_day_runs
  * row, due when its day begins in its time zone. Whichever instance claims it (FOR UPDATE SKIP
  * LOCKED) walks the shop's members in batches, one transaction each, setting every tier to what
- * the metric now reaches: the only place a tier falls.
+ * the metric now reaches: the only place a tier falls. A member whose tier staff override holds is
+ * left alone (tier-overrides.ts ends the override, and judges them then).
  */
 export const tierEvaluation: DueWork = {
   name: 'tier_evaluation',
@@ -388,11 +423,11 @@ async function evaluateBatch(trx: Trx, run: ShopDayRun, now: Date): Promise<numb
   // What each member of the batch should hold, read without locks: most hold it already.
   const { rows } = await sql<{ customer_id: string; changes: boolean }>`
     with batch as (
-      select m.customer_id, m.tier_id from tier_members m
+      select m.customer_id, m.tier_id, m.override_until from tier_members m
       where m.shop_id = ${shopId} and m.customer_id > ${run.after_id ?? ''}
       order by m.customer_id limit ${EVALUATION_BATCH}
     )
-    select b.customer_id, tier_for(${shopId}, v.metric_value) is distinct from b.tier_id as changes
+    select b.customer_id, b.override_until is null and tier_for(${shopId}, v.metric_value) is distinct from b.tier_id as changes
     from batch b join ${memberValues(shopId, sql`array(select customer_id from batch)`, now, true)} v on v.member_id = b.customer_id
     order by b.customer_id`.execute(trx);
   const changing = rows.filter((r) => r.changes).map((r) => r.customer_id);
@@ -404,7 +439,8 @@ async function evaluateBatch(trx: Trx, run: ShopDayRun, now: Date): Promise<numb
       with changed as (
         update tier_members m set tier_id = t.tier_id, since = ${now}
         from (select m.customer_id, m.tier_id as held, tier_for(${shopId}, v.metric_value) as tier_id
-              from tier_members m join ${memberValues(shopId, sql`${changing}::text[]`, now, true)} v on v.member_id = m.customer_id) t
+              from tier_members m join ${memberValues(shopId, sql`${changing}::text[]`, now, true)} v on v.member_id = m.customer_id
+              where m.override_until is null) t
         where m.customer_id = t.customer_id and t.tier_id is distinct from t.held
         returning m.customer_id, t.held, t.tier_id
       )
