@@ -46,6 +46,7 @@ beforeAll(async () => {
   server = await startNpm();
   const setup = await server.graphql(
     `mutation($hostile: String!) {
+      t: tierCreate(input: { name: "Console Gold", threshold: "100000", multiplier: "2" }) { userErrors { code } }
       r: pointsRedemptionCreate(input: { name: $hostile, type: amount, rewardValue: 50, discountValue: 5 }) { pointsRedemption { _id } userErrors { code } }
       c1: customerUpsert(input: { shopifyCustomerId: "con-1", email: "con-1@example.com" }) { userErrors { code } }
       c2: customerUpsert(input: { shopifyCustomerId: "con-2", email: "con-2@example.com" }) { userErrors { code } }
@@ -116,6 +117,22 @@ describe('the staff console', () => {
     await page.getByLabel('Internal reason').fill('support credit');
     await page.getByRole('button', { name: 'Adjust' }).click();
     await expect.poll(() => balance('con-2')).toBe(40);
+
+    // Support holds the customer at a tier their points do not reach, until a date, then ends it.
+    const until = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
+    await page.getByLabel('Tier', { exact: true }).selectOption({ label: 'Console Gold' });
+    await page.getByLabel('Until').fill(until);
+    await page.locator('#override-reason').fill('VIP by arrangement');
+    await page.getByRole('button', { name: 'Override' }).click();
+    await expect.poll(() => page.locator('#override-now').textContent()).toContain('Held at Console Gold');
+    const held = await server.graphql(`{ customer(identifier: "con-2") { tier { tier { name } } tierOverride { reason until } } }`);
+    expect(held.data.customer.tier.tier.name).toBe('Console Gold');
+    expect(held.data.customer.tierOverride.reason).toBe('VIP by arrangement');
+    // The end of the chosen day in the browser's zone (this machine's, as the test's).
+    expect(new Date(held.data.customer.tierOverride.until).getTime()).toBe(new Date(`${until}T23:59:59`).getTime());
+    await page.getByRole('button', { name: 'End the override now' }).click();
+    await expect.poll(() => page.locator('#override-now').textContent()).toBe('');
+    expect((await server.graphql(`{ customer(identifier: "con-2") { tierOverride { reason } } }`)).data.customer.tierOverride).toBeNull();
     // What no screen offers them, sent from their own session as a page could: refused by the server.
     const answer = await page.evaluate(async () => {
       const session = await (await fetch('/admin/session')).json();

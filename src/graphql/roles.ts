@@ -34,6 +34,8 @@ export const LEAST_ROLE: Readonly<Record<string, StaffRole>> = {
   'Mutation.apiKeyRevoke': 'owner',
   'Mutation.customerAccessTokenCreate': 'support',
   'Mutation.customerAccessTokensRevoke': 'support',
+  'Mutation.customerTierOverride': 'support',
+  'Mutation.customerTierOverrideClear': 'support',
   'Mutation.customerUpsert': 'support',
   'Mutation.discountCodeCancel': 'support',
   'Mutation.earningRuleCreate': 'program_manager',

@@ -9,7 +9,7 @@ import { readProgram, type TierOverride, tierNotFound, toTier } from './tiers.js
 
 /**
  * Staff override a customer's tier until a date (docs/tiers.md "Overrides"; issue 35). The
- * override lives on the member's row (migration 2026_11_27_027): tier_id is the override's tier,
+ * override lives on the member's row (migration 2026_11_27_026): tier_id is the override's tier,
  * so orders earn by its multiplier, and while override_until is set neither the upgrade on earn
  * nor the daily evaluation moves it. It ends when cleared, or at `until` by the due-work kind
  * below; either way the customer is then judged by their metric at that moment, as the daily

@@ -204,12 +204,14 @@ const CUSTOMER = `query Customer($id: String!, $first: Int!, $after: String) {
   customer(identifier: $id) {
     _id email shopifyCustomerId points pendingPoints referralCode
     tier { tier { name } since }
+    tierOverride { tier { name } until reason }
     tierProgress { current remaining next { name } }
     activities(first: $first, after: $after) { edges { node { _id type oldPoints newPoints description note createdAt } } pageInfo { hasNextPage endCursor } }
     discountCodes(first: 50) { edges { node { _id code status pointsAmount createdAt orderId } } }
     orders(first: 50) { edges { node { orderId status total currency pointsEarned discountCodes { code } } } }
     referees(first: 50) { edges { node { email status } } }
   }
+  tiers { id name }
 }`;
 
 async function showCustomer(identifier) {
@@ -229,6 +231,7 @@ async function showCustomer(identifier) {
   $('#c-tier').textContent = c.tier ? c.tier.tier.name : 'none';
   $('#c-progress').textContent = c.tierProgress.next ? `${c.tierProgress.remaining} to ${c.tierProgress.next.name}` : '';
   $('#c-referral').textContent = c.referralCode || '–';
+  showOverride(c.tierOverride, data.tiers);
   $('#ledger tbody').replaceChildren();
   addLedger(c.activities);
   $('#codes tbody').replaceChildren(...c.discountCodes.edges.map(({ node }) => row([node.code, node.status, node.pointsAmount, when(node.createdAt), node.orderId, cancelButton(node)])));
@@ -271,18 +274,56 @@ function cancelButton(code) {
   return button;
 }
 
+function showOverride(override, tiers) {
+  const select = $('#override-tier');
+  const none = document.createElement('option');
+  none.value = '';
+  none.textContent = 'No tier';
+  select.replaceChildren(
+    ...tiers.map((t) => {
+      const option = document.createElement('option');
+      option.value = t.id;
+      option.textContent = t.name;
+      return option;
+    }),
+    none,
+  );
+  $('#override-now').textContent = override ? `Held at ${override.tier ? override.tier.name : 'no tier'} until ${when(override.until)}${override.reason ? ` (${override.reason})` : ''}.` : '';
+  $('#override-clear').hidden = !override;
+  $('#override-form').hidden = tiers.length === 0;
+}
+
+/** Runs a customer mutation and shows its userErrors in `form`, or `done` and the customer again. */
+async function customerMutation(form, field, query, input, done) {
+  const result = (await gql(query, { input }))[field];
+  if (result.userErrors.length) return showUserErrors(form, result.userErrors);
+  form.reset();
+  say(done, true);
+  await showCustomer(state.customer.shopifyCustomerId);
+}
+
+$('#override-form').addEventListener('submit', guarded(async (event) => {
+  event.preventDefault();
+  const form = event.currentTarget;
+  // The end of the chosen day where the person is.
+  const until = new Date(`${form.until.value}T23:59:59`).toISOString();
+  await customerMutation(form, 'customerTierOverride', `mutation Override($input: CustomerTierOverrideInput!) { customerTierOverride(input: $input) { userErrors { code field message } } }`,
+    { customerIdentifier: state.customer.shopifyCustomerId, tierId: form.tierId.value || null, until, reason: form.reason.value || null }, 'The tier is overridden.');
+}));
+
+$('#override-clear').addEventListener('click', guarded(async () => {
+  await customerMutation($('#override-form'), 'customerTierOverrideClear', `mutation Clear($input: CustomerTierOverrideClearInput!) { customerTierOverrideClear(input: $input) { userErrors { code field message } } }`,
+    { customerIdentifier: state.customer.shopifyCustomerId }, 'The override has ended.');
+}));
+
 $('#adjust-form').addEventListener('submit', guarded(async (event) => {
   event.preventDefault();
   const form = event.currentTarget;
   const amount = Number(form.amount.value);
   const field = amount < 0 ? 'pointsSubtract' : 'pointsAdd';
   // The internal reason is the entry's note; what the customer may see is its description.
-  const input = { customerIdentifier: state.customer.shopifyCustomerId, amount: Math.abs(amount), note: form.reason.value, description: form.note.value || null };
-  const result = (await gql(`mutation Adjust($input: PointsChangeInput!) { ${field}(input: $input) { userErrors { code field message } } }`, { input }))[field];
-  if (result.userErrors.length) return showUserErrors(form, result.userErrors);
-  form.reset();
-  say(`${numbers.format(amount)} points: done.`, true);
-  await showCustomer(state.customer.shopifyCustomerId);
+  const input = { customerIdentifier: state.customer.shopifyCustomerId, amount: Math.abs(amount), note: form.note.value, description: form.description.value || null };
+  await customerMutation(form, field, `mutation Adjust($input: PointsChangeInput!) { ${field}(input: $input) { userErrors { code field message } } }`, input, `${numbers.format(amount)} points: done.`);
 }));
 
 // --- Routing ---------------------------------------------------------------------------------
