@@ -34,7 +34,7 @@ beforeAll(async () => {
 });
 afterAll(() => t?.stop());
 
-const ADD = `mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 5, description: "goodwill" }) { customer { points } userErrors { code } } }`;
+const ADD = `mutation { pointsAdd(input: { customerIdentifier: "c-1", amount: 5, note: "goodwill" }) { customer { points } userErrors { code } } }`;
 const balance = async () => (await t.graphql(apiKey, `{ customer(identifier: "c-1") { points } }`)).data.customer.points as number;
 
 describe('sessions', () => {
