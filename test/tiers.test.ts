@@ -5,6 +5,7 @@ import { Migrator, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
 import { openDatabase } from '../src/db/database.js';
+import { underMigrationLock } from '../src/db/migrate.js';
 import { startOfShopDay } from '../src/domain/kernel/calendar.js';
 import { changePoints } from '../src/domain/ledger/points.js';
 import { upsertOrder } from '../src/domain/orders/order-writes.js';
@@ -718,14 +719,15 @@ describe('migration 2026_11_27_017 on a shop that keeps its metric already', () 
       // The schema as it stood before this migration, with the later one whose columns today's code
       // writes orders with (the codes', 020): the shop's history is written by today's code.
       const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
-      const migrator = (only: (name: string) => boolean) =>
+      const migrator = (only: (name: string) => boolean, on: typeof db) =>
         new Migrator({
-          db,
+          db: on,
           provider: { getMigrations: async () => Object.fromEntries(Object.entries(migrations).filter(([name]) => only(name))) },
           migrationTableSchema: rows[0]!.schema,
           allowUnorderedMigrations: true,
         });
-      const { error } = await migrator((name) => name < '2026_11_27_017' || name === '2026_11_27_020_code_lifecycle').migrateToLatest();
+      // Under the migrators' lock, as every migrator on the suite's shared database runs.
+      const { error } = await underMigrationLock(db, (conn) => migrator((name) => name < '2026_11_27_017' || name === '2026_11_27_020_code_lifecycle', conn).migrateToLatest());
       expect(error).toBeUndefined();
 
       const { shop } = await createShop(db, 'Migrated');
@@ -752,7 +754,7 @@ describe('migration 2026_11_27_017 on a shop that keeps its metric already', () 
         ['saver', 60, gold],
         ['spender', 60, gold],
       ]);
-      const { results } = await migrator(() => true).migrateToLatest();
+      const { results } = await underMigrationLock(db, (conn) => migrator(() => true, conn).migrateToLatest());
       expect(results?.filter((r) => r.status === 'Success').map((r) => r.migrationName)).toContain('2026_11_27_017_tier_metric_refunds');
       expect(await metric()).toEqual([
         ['saver', 60, gold],

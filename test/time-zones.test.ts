@@ -1,7 +1,6 @@
-import { Migrator, sql } from 'kysely';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrations } from '../migrations/index.js';
-import { migrateToLatest } from '../src/db/migrate.js';
+import { migrateTo, migrateToLatest } from '../src/db/migrate.js';
 import { changePoints } from '../src/domain/ledger/points.js';
 import { upsertCustomer } from '../src/domain/program/sign-up.js';
 import { createShop } from '../src/domain/shops/shops.js';
@@ -43,7 +42,7 @@ describe(`a zone stored before the check (${onPostgres ? 'PostgreSQL' : 'PGlite'
     try {
       const { db } = handle;
       // openTestDatabase migrated it all: back to before the fix, as a database of the day before was.
-      await new Migrator({ db, provider: { getMigrations: async () => migrations } }).migrateTo('2026_11_27_017_tier_metric_refunds');
+      await migrateTo(db, '2026_11_27_017_tier_metric_refunds');
       const shops: Record<string, string> = {};
       for (const zone of ['US/Pacific-New', 'Canada/East-Saskatchewan', 'Europe/Paris']) {
         const { shop } = await createShop(db, zone);
