@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nextDay, shopPeriods, startOfShopDay } from '../src/domain/kernel/calendar.js';
 import { updateShopSettings } from '../src/domain/settings/shop-settings.js';
-import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp, withTwoInstances } from './helpers.js';
 import { until } from './live-helpers.js';
 
 const DAY = 86_400_000;
@@ -130,11 +130,7 @@ describe('the birthday rule runs daily in the shop\'s time zone', () => {
 
 describe.runIf(onPostgres)('two instances on one PostgreSQL database', () => {
   it('award each birthday once, whichever claims the day', async () => {
-    const pg = await isolatedPostgresUrl();
-    const clock = movableClock();
-    const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    const b = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    try {
+    await withTwoInstances(async (a, b, clock) => {
       const zone = 'America/New_York';
       const soon = bornOn(2, zone);
       const born = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`c${i}`, i % 2 ? soon.birthday : '1990-01-15']));
@@ -144,11 +140,7 @@ describe.runIf(onPostgres)('two instances on one PostgreSQL database', () => {
       const earned = await points(a, shop.shopId);
       expect(Object.entries(earned).filter(([, p]) => p !== 0).map(([id]) => id).sort()).toEqual(Object.keys(born).filter((_, i) => i % 2).sort());
       expect(Object.values(earned).filter((p) => p !== 0 && p !== 30)).toEqual([]);
-    } finally {
-      await a.stop();
-      await b.stop();
-      await pg.drop();
-    }
+    });
   });
 });
 

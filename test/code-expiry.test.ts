@@ -9,7 +9,7 @@ import { endCode, lockCode, returnCodePoints } from '../src/domain/codes/index.j
 import { shopPeriods, startOfShopDay } from '../src/domain/kernel/calendar.js';
 import { RETRY_DELAYS_MS } from '../src/domain/kernel/scheduling.js';
 import { createPointsRedemption } from '../src/domain/rewards/redemptions.js';
-import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp, withTwoInstances } from './helpers.js';
 import { until } from './live-helpers.js';
 
 /**
@@ -303,11 +303,7 @@ describe('every code fails alone', () => {
 
 describe.runIf(onPostgres)('on PostgreSQL, two instances', () => {
   it('expire and warn each code once', async () => {
-    const pg = await isolatedPostgresUrl();
-    const clock = movableClock();
-    const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    const b = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    try {
+    await withTwoInstances(async (a, b, clock) => {
       const shop = await codeShop(a, { returnPointsOnCodeExpiry: true, codeWarningDays: 5 });
       const codes = await Promise.all(Array.from({ length: 60 }, (_, i) => redeem(a, shop, `c${i}`)));
       const db = a.app.database.db;
@@ -331,21 +327,13 @@ describe.runIf(onPostgres)('on PostgreSQL, two instances', () => {
       for (const entries of Object.values(ledger)) expect(refunds(entries)).toBe(1);
       expect(await eventsOf(db, shop.shopId, 'points/refunded')).toHaveLength(60);
       expect(await eventsOf(db, shop.shopId, 'redemptions/expiring')).toHaveLength(60);
-    } finally {
-      await a.stop();
-      await b.stop();
-      await pg.drop();
-    }
+    });
   }, 60_000);
 });
 
 describe.runIf(onPostgres)('on PostgreSQL, one code', () => {
   it('50 cancellations and four sweeps of two instances race for it: one wins, its points back once', async () => {
-    const pg = await isolatedPostgresUrl();
-    const clock = movableClock();
-    const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    const b = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    try {
+    await withTwoInstances(async (a, b, clock) => {
       const shop = await codeShop(a, { returnPointsOnCodeExpiry: true });
       const code = await redeem(a, shop, 'contested');
       clock.moveTo(new Date(code.expires_at!.getTime() + SECOND));
@@ -365,11 +353,7 @@ describe.runIf(onPostgres)('on PostgreSQL, one code', () => {
       expect(ended).toHaveLength(1);
       expect(refunds((await checkLedger(db, shop.shopId)).contested!)).toBe(1);
       expect(await eventsOf(db, shop.shopId, 'points/refunded')).toHaveLength(1);
-    } finally {
-      await a.stop();
-      await b.stop();
-      await pg.drop();
-    }
+    });
   }, 60_000);
 });
 

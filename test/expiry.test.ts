@@ -5,7 +5,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shopPeriods, startOfShopDay } from '../src/domain/kernel/calendar.js';
 import { createPointsRedemption } from '../src/domain/rewards/redemptions.js';
-import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp, withTwoInstances } from './helpers.js';
 import { until } from './live-helpers.js';
 
 const SECOND = 1000;
@@ -316,11 +316,7 @@ async function shopWithLots(t: TestApp, customers: number) {
 
 describe.runIf(onPostgres)('on PostgreSQL, under concurrency', () => {
   it('expiry running while the same customers redeem and spend: never a negative balance, the lots always sum to it, the ledger exact', async () => {
-    const pg = await isolatedPostgresUrl();
-    const clock = movableClock();
-    const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    const b = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    try {
+    await withTwoInstances(async (a, b, clock) => {
       const shop = await shopWithLots(a, 20);
       clock.moveTo(new Date(shop.next.getTime() + SECOND));
       const reward = (await createPointsRedemption(a.app.database.db, shop.shopId, { name: '$1 off', type: 'amount', discountPrefix: 'ONE-', rewardValue: 7, discountValue: 1 })).pointsRedemption;
@@ -348,19 +344,11 @@ describe.runIf(onPostgres)('on PostgreSQL, under concurrency', () => {
         const moved = (type: string) => entries.filter((e) => e.type === type).reduce((n, e) => n + e.old_points - e.new_points, 0);
         expect(30 - moved('subtract_points') - moved('redeem_points') - moved('expire_points')).toBe(c.points);
       }
-    } finally {
-      await a.stop();
-      await b.stop();
-      await pg.drop();
-    }
+    });
   }, 60_000);
 
   it('two instances expire each customer\'s due lots once', async () => {
-    const pg = await isolatedPostgresUrl();
-    const clock = movableClock();
-    const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    const b = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    try {
+    await withTwoInstances(async (a, b, clock) => {
       const shop = await shopWithLots(a, 60);
       clock.moveTo(new Date(shop.next.getTime() + SECOND));
       await Promise.all([a.app.scheduler.runDue(), b.app.scheduler.runDue(), a.app.scheduler.runDue(), b.app.scheduler.runDue()]);
@@ -374,11 +362,7 @@ describe.runIf(onPostgres)('on PostgreSQL, under concurrency', () => {
       expect(new Set(expired.map((e) => e.customer_id)).size).toBe(60);
       expect(expired.every((e) => e.old_points === 30 && e.new_points === 10)).toBe(true);
       expect(await eventsOf(a, shop.shopId, 'points/expired')).toHaveLength(60);
-    } finally {
-      await a.stop();
-      await b.stop();
-      await pg.drop();
-    }
+    });
   }, 60_000);
 
   it('a change of mode racing with writes: every balance has its lots', async () => {

@@ -101,6 +101,25 @@ export function movableClock() {
   return { now: () => at ?? Date.now(), moveTo: (to: Date) => (at = to.getTime()) };
 }
 
+/**
+ * Two instances of the service on one private PostgreSQL schema, with their scheduled work left to
+ * the test (WORKER off) and one movable clock: what every "two instances race for due work" test
+ * needs. Both stop, and the schema goes, whatever `fn` does.
+ */
+export async function withTwoInstances(fn: (a: TestApp, b: TestApp, clock: ReturnType<typeof movableClock>) => Promise<void>): Promise<void> {
+  const pg = await isolatedPostgresUrl();
+  const clock = movableClock();
+  const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
+  const b = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
+  try {
+    await fn(a, b, clock);
+  } finally {
+    await a.stop();
+    await b.stop();
+    await pg.drop();
+  }
+}
+
 export type TestApp = {
   app: App;
   url: string;

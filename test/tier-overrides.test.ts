@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScheduler } from '../src/events/scheduler.js';
 import { tierOverrideEnd } from '../src/domain/program/index.js';
 import { createLogger } from '../src/logger.js';
-import { cliDatabase, isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { cliDatabase, isolatedPostgresUrl, movableClock, onPostgres, startTestApp, type TestApp, withTwoInstances } from './helpers.js';
 import { until as eventually } from './live-helpers.js';
 
 /**
@@ -370,11 +370,7 @@ describe('racing overrides, clears and earns on one customer', () => {
 
 describe.runIf(onPostgres)('on PostgreSQL, two instances', () => {
   it('end each due override once, while earns of the same customers race them', async () => {
-    const pg = await isolatedPostgresUrl();
-    const clock = movableClock();
-    const a = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    const b = await startTestApp({ DATABASE_URL: pg.url, WORKER: 'off' }, { clock: clock.now });
-    try {
+    await withTwoInstances(async (a, b, clock) => {
       const shop = await ladderShop(a);
       const ids = Array.from({ length: 60 }, (_, i) => `pair-${i}`);
       const until = new Date(Date.now() + HOUR);
@@ -398,11 +394,7 @@ describe.runIf(onPostgres)('on PostgreSQL, two instances', () => {
         else expect(ended.length).toBeLessThanOrEqual(1);
       }
       await checkChains(a, shop);
-    } finally {
-      await a.stop();
-      await b.stop();
-      await pg.drop();
-    }
+    });
   }, 60_000);
 });
 
