@@ -99,7 +99,8 @@ function showUserErrors(form, errors) {
   for (const error of errors) {
     const path = error.field || [];
     const input = path.length ? form.elements.namedItem(path.slice(path[0] === 'input' ? 1 : 0).join('.')) || form.elements.namedItem(path[path.length - 1]) : null;
-    if (input && input.insertAdjacentElement) {
+    // A hidden field (an edited item's id) shows nothing: its error goes above with the rest.
+    if (input && input.type !== 'hidden' && input.insertAdjacentElement) {
       const p = document.createElement('p');
       p.className = 'field-error';
       p.id = `${input.id}-error`;

@@ -148,8 +148,9 @@ function editItem(list, item) {
 for (const list of LISTS) {
   const form = $(list.form);
   const title = form.querySelector('h3').textContent;
+  // Also after a save: the errors go, the message saying it was saved stays.
   form.addEventListener('reset', () => {
-    showUserErrors(form, []);
+    for (const old of form.querySelectorAll('.field-error')) old.remove();
     for (const name of list.createOnly) form.elements[name].disabled = false;
     form.querySelector('h3').textContent = title;
   });
