@@ -189,6 +189,9 @@ describe('the staff console', () => {
   });
 });
 
+/** A screen's answer after a save: a mutation and the screen read again, on a machine that may be busy. */
+const PAGE = { timeout: 10_000 };
+
 /** Whether the page fits its width: no sideways scrolling. */
 const fitsWidth = (page: Page) => page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
 
@@ -201,7 +204,7 @@ describe('the console\'s settings, webhooks, program page and downloads', () => 
     const { page, screenshot } = await joined('pm@console.test', 'program_manager');
     await page.getByRole('link', { name: 'Settings' }).click();
     await page.getByRole('heading', { name: 'Earning rules' }).waitFor();
-    await expect.poll(() => page.locator('#rules tbody').textContent()).toContain(HOSTILE);
+    await expect.poll(() => page.locator('#rules tbody').textContent(), PAGE).toContain(HOSTILE);
     expect(await page.locator('#rewards tbody').textContent()).toContain(HOSTILE);
     expect(await page.locator('#settings img').count()).toBe(0);
     expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
@@ -222,7 +225,7 @@ describe('the console\'s settings, webhooks, program page and downloads', () => 
     await page.locator('#rule-name').fill('Welcome bonus');
     await page.getByLabel('Earns points').fill('25');
     await page.getByRole('button', { name: 'Save the rule' }).click();
-    await expect.poll(() => page.locator('#rules tbody').textContent()).toContain('Welcome bonus');
+    await expect.poll(() => page.locator('#rules tbody').textContent(), PAGE).toContain('Welcome bonus');
     expect(await page.locator('#rule-spent-error').count()).toBe(0);
     expect(await ruleNames()).toContainEqual({ name: 'Welcome bonus', earnPoint: 25 });
     expect(await fitsWidth(page)).toBe(true);
@@ -236,7 +239,7 @@ describe('the console\'s settings, webhooks, program page and downloads', () => 
     const before = (await server.graphql('{ shop { settings { pendingDays } } }')).data.shop.settings.pendingDays;
     await page.getByLabel('Pending days').fill(String(before + 7));
     await page.getByRole('button', { name: 'Save the settings' }).click();
-    await expect.poll(() => page.locator('#message').textContent()).toMatch(/support.*may not run.*shopSettingsUpdate/);
+    await expect.poll(() => page.locator('#message').textContent(), PAGE).toMatch(/support.*may not run.*shopSettingsUpdate/);
     expectProblems(/403/);
     expect((await server.graphql('{ shop { settings { pendingDays } } }')).data.shop.settings.pendingDays).toBe(before);
   });
@@ -247,8 +250,8 @@ describe('the console\'s settings, webhooks, program page and downloads', () => 
     await page.getByLabel('Topic').selectOption('points/added');
     await page.getByLabel('Callback URL (https)').fill(receiver.url);
     await page.getByRole('button', { name: 'Subscribe' }).click();
-    await expect.poll(() => page.locator('#signing-secret-value').textContent()).toMatch(/^[0-9a-f]{64}$/);
-    await expect.poll(() => page.locator('#subscriptions tbody').textContent()).toContain(receiver.url);
+    await expect.poll(() => page.locator('#signing-secret-value').textContent(), PAGE).toMatch(/^[0-9a-f]{64}$/);
+    await expect.poll(() => page.locator('#subscriptions tbody').textContent(), PAGE).toContain(receiver.url);
 
     const added = await server.graphql('mutation { pointsAdd(input: { customerIdentifier: "con-1", amount: 1, note: "webhook test" }) { userErrors { code } } }');
     expect(added.data.pointsAdd.userErrors).toEqual([]);
@@ -257,10 +260,10 @@ describe('the console\'s settings, webhooks, program page and downloads', () => 
     await expect.poll(async () => (await server.graphql('{ webhookDeliveries(first: 1) { edges { node { status } } } }')).data.webhookDeliveries.edges[0]?.node.status, { timeout: 30_000, interval: 1000 })
       .toBe('succeeded');
     await page.getByRole('button', { name: 'Refresh the deliveries' }).click();
-    await expect.poll(() => page.locator('#deliveries tbody').textContent()).toContain('succeeded');
+    await expect.poll(() => page.locator('#deliveries tbody').textContent(), PAGE).toContain('succeeded');
     expect(await page.locator('#deliveries tbody').textContent()).toContain('HTTP 204');
     await page.getByRole('button', { name: /^Replay the points\/added delivery/ }).first().click();
-    await expect.poll(() => page.locator('#message').textContent()).toContain('queued again');
+    await expect.poll(() => page.locator('#message').textContent(), PAGE).toContain('queued again');
     const [, again] = await receiver.waitFor(2, 30_000);
     expect(again!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
     expect(await fitsWidth(page)).toBe(true);
@@ -281,7 +284,7 @@ describe('the console\'s settings, webhooks, program page and downloads', () => 
     expect(other).toBe(401);
 
     await page.getByRole('link', { name: 'Program page' }).click();
-    await expect.poll(() => page.locator('#status').textContent()).toBe('signed in as viewer-downloads@console.test');
+    await expect.poll(() => page.locator('#status').textContent(), PAGE).toBe('signed in as viewer-downloads@console.test');
     await expect.poll(() => page.locator('#activity tbody').textContent(), { timeout: 15_000 }).toContain('con-1@example.com');
     expect(await page.locator('#kpi-members').textContent()).toMatch(/^\d/);
     expect(await page.locator('#events-panel').isHidden()).toBe(true);
@@ -296,15 +299,23 @@ describe('the console\'s settings, webhooks, program page and downloads', () => 
     await page.keyboard.type('Keyboard Silver');
     await page.keyboard.press('Tab');
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('tier-threshold');
-    await page.keyboard.type('500');
+    // Above every customer here (the demo shop's too): a tier somebody holds cannot be deleted.
+    await page.keyboard.type('50000');
     await page.keyboard.press('Tab');
     await page.keyboard.type('1.5');
     await page.keyboard.press('Enter');
-    await expect.poll(() => page.locator('#tiers tbody').textContent()).toContain('Keyboard Silver');
+    await expect.poll(() => page.locator('#tiers tbody').textContent(), PAGE).toContain('Keyboard Silver');
+    expect(await page.locator('#message').textContent()).toBe('The tier is saved.');
     const tiers = (await server.graphql('{ tiers { name threshold multiplier } }')).data.tiers;
-    expect(tiers).toContainEqual({ name: 'Keyboard Silver', threshold: '500', multiplier: '1.5' });
+    expect(tiers).toContainEqual({ name: 'Keyboard Silver', threshold: '50000', multiplier: '1.5' });
     expect(await fitsWidth(page)).toBe(true);
     await screenshot('console-settings-phone.png');
+    // Deleting asks first.
+    page.once('dialog', (dialog) => dialog.accept());
+    await page.getByRole('button', { name: 'Delete the tier Keyboard Silver' }).click();
+    await expect.poll(() => page.locator('#message').textContent(), PAGE).toBe('The tier is deleted.');
+    await expect.poll(() => page.locator('#tiers tbody').textContent(), PAGE).not.toContain('Keyboard Silver');
+    expect((await server.graphql('{ tiers { name } }')).data.tiers).toEqual([{ name: 'Console Gold' }]);
     await page.goto(`${server.url}/admin#/webhooks`);
     await page.getByRole('heading', { name: 'Deliveries, newest first' }).waitFor();
     expect(await fitsWidth(page)).toBe(true);
