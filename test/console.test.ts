@@ -1,13 +1,17 @@
+import { readFile } from 'node:fs/promises';
 import type { Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type BrowserSession, openChromium } from './chromium.js';
 import { type NpmServer, startNpm } from './npm-start.js';
+import { type Receiver, startReceiver } from './webhook-receiver.js';
 
 // The staff console as a shop's people meet it: `npm start`, one-time invite links the owner's key
 // asks for, a real Chromium per person. What a role may not do is refused by the server, whatever
 // the page shows; every value a customer, an order or a rule can carry is shown as text.
 
 let server: NpmServer;
+/** The shop's webhook endpoint (https on loopback, allowed by WEBHOOK_ALLOWED_HOSTS). */
+let receiver: Receiver;
 const people: BrowserSession[] = [];
 /** Markup a hostile customer or shop could put into any field the console shows. */
 const HOSTILE = `<img src=x onerror="window.__xss=1">`;
@@ -43,7 +47,8 @@ async function openCustomer(page: Page, query: string, email: string) {
 const balance = async (id: string) => (await server.graphql(`query($id: String!) { customer(identifier: $id) { points } }`, { id })).data.customer.points as number;
 
 beforeAll(async () => {
-  server = await startNpm();
+  receiver = await startReceiver();
+  server = await startNpm({ WEBHOOK_ALLOWED_HOSTS: 'localhost' });
   const setup = await server.graphql(
     `mutation($hostile: String!) {
       t: tierCreate(input: { name: "Console Gold", threshold: "100000", multiplier: "2" }) { userErrors { code } }
@@ -51,6 +56,8 @@ beforeAll(async () => {
       c1: customerUpsert(input: { shopifyCustomerId: "con-1", email: "con-1@example.com" }) { userErrors { code } }
       c2: customerUpsert(input: { shopifyCustomerId: "con-2", email: "con-2@example.com" }) { userErrors { code } }
       p1: pointsAdd(input: { customerIdentifier: "con-1", amount: 300, description: $hostile, note: $hostile }) { userErrors { code } }
+      # Several people's screens in one minute, each a few units of the shop's GraphQL limit: room for all of them.
+      s: shopSettingsUpdate(input: { rateLimitPerMinute: 10000 }) { userErrors { code } }
     }`,
     { hostile: HOSTILE },
   );
@@ -70,6 +77,7 @@ afterEach(() => {
 afterAll(async () => {
   for (const person of people) await person.close();
   await server?.stop();
+  await receiver?.close();
 });
 
 describe('the staff console', () => {
@@ -178,5 +186,138 @@ describe('the staff console', () => {
     const after = await page.evaluate(async () => (await fetch('/admin/session')).status);
     session.expectProblems(/401/);
     expect(after).toBe(401);
+  });
+});
+
+/** A screen's answer after a save: a mutation and the screen read again, on a machine that may be busy. */
+const PAGE = { timeout: 10_000 };
+
+/** Whether the page fits its width: no sideways scrolling. */
+const fitsWidth = (page: Page) => page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
+
+const ruleNames = async () => (await server.graphql('{ earningRules { name earnPoint } }')).data.earningRules as Array<{ name: string; earnPoint: number }>;
+
+describe('the console\'s settings, webhooks, program page and downloads', () => {
+  it('a program manager edits a rule: the userError shows beside its field, then the rule saves; hostile names stay text', async () => {
+    const created = await server.graphql(`mutation($name: String!) { earningRuleCreate(input: { type: sign_up, name: $name, earnPoint: 10 }) { userErrors { code } } }`, { name: HOSTILE });
+    expect(created.data.earningRuleCreate.userErrors).toEqual([]);
+    const { page, screenshot } = await joined('pm@console.test', 'program_manager');
+    await page.getByRole('link', { name: 'Settings' }).click();
+    await page.getByRole('heading', { name: 'Earning rules' }).waitFor();
+    await expect.poll(() => page.locator('#rules tbody').textContent(), PAGE).toContain(HOSTILE);
+    expect(await page.locator('#rewards tbody').textContent()).toContain(HOSTILE);
+    expect(await page.locator('#settings img').count()).toBe(0);
+    expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+
+    await page.getByRole('button', { name: `Edit the rule ${HOSTILE}` }).click();
+    expect(await page.locator('#rule-name').inputValue()).toBe(HOSTILE);
+    // A sign-up rule has no amount spent: the server's userError, beside that field.
+    await page.getByLabel('Per amount spent (orders)').fill('5.00');
+    await page.getByRole('button', { name: 'Save the rule' }).click();
+    const error = page.locator('#rule-spent-error');
+    await error.waitFor();
+    expect(await error.textContent()).toMatch(/\S/);
+    expect(await page.locator('#rule-spent').getAttribute('aria-describedby')).toBe('rule-spent-error');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('rule-spent');
+    expect((await ruleNames()).map((r) => r.name)).toContain(HOSTILE);
+
+    await page.getByLabel('Per amount spent (orders)').fill('');
+    await page.locator('#rule-name').fill('Welcome bonus');
+    await page.getByLabel('Earns points').fill('25');
+    await page.getByRole('button', { name: 'Save the rule' }).click();
+    await expect.poll(() => page.locator('#rules tbody').textContent(), PAGE).toContain('Welcome bonus');
+    expect(await page.locator('#rule-spent-error').count()).toBe(0);
+    expect(await ruleNames()).toContainEqual({ name: 'Welcome bonus', earnPoint: 25 });
+    expect(await fitsWidth(page)).toBe(true);
+    await screenshot('console-settings-1280.png');
+  });
+
+  it('support sees the settings, and the server refuses their save: its message is shown, nothing changes', async () => {
+    const { page, expectProblems } = await joined('support-settings@console.test', 'support');
+    await page.goto(`${server.url}/admin#/settings`);
+    await page.getByRole('heading', { name: 'Program settings', exact: true }).waitFor();
+    const before = (await server.graphql('{ shop { settings { pendingDays } } }')).data.shop.settings.pendingDays;
+    await page.getByLabel('Pending days').fill(String(before + 7));
+    await page.getByRole('button', { name: 'Save the settings' }).click();
+    await expect.poll(() => page.locator('#message').textContent(), PAGE).toMatch(/support.*may not run.*shopSettingsUpdate/);
+    expectProblems(/403/);
+    expect((await server.graphql('{ shop { settings { pendingDays } } }')).data.shop.settings.pendingDays).toBe(before);
+  });
+
+  it('a program manager subscribes a webhook, sees its delivery and replays it', async () => {
+    const { page, screenshot } = await joined('pm-hooks@console.test', 'program_manager');
+    await page.getByRole('link', { name: 'Webhooks' }).click();
+    await page.getByLabel('Topic').selectOption('points/added');
+    await page.getByLabel('Callback URL (https)').fill(receiver.url);
+    await page.getByRole('button', { name: 'Subscribe' }).click();
+    await expect.poll(() => page.locator('#signing-secret-value').textContent(), PAGE).toMatch(/^[0-9a-f]{64}$/);
+    await expect.poll(() => page.locator('#subscriptions tbody').textContent(), PAGE).toContain(receiver.url);
+
+    const added = await server.graphql('mutation { pointsAdd(input: { customerIdentifier: "con-1", amount: 1, note: "webhook test" }) { userErrors { code } } }');
+    expect(added.data.pointsAdd.userErrors).toEqual([]);
+    const [first] = await receiver.waitFor(1, 30_000);
+    // Recorded as delivered once the worker has the answer (the API asked, not the page: its refreshes are rate-limited like any call).
+    await expect.poll(async () => (await server.graphql('{ webhookDeliveries(first: 1) { edges { node { status } } } }')).data.webhookDeliveries.edges[0]?.node.status, { timeout: 30_000, interval: 1000 })
+      .toBe('succeeded');
+    await page.getByRole('button', { name: 'Refresh the deliveries' }).click();
+    await expect.poll(() => page.locator('#deliveries tbody').textContent(), PAGE).toContain('succeeded');
+    expect(await page.locator('#deliveries tbody').textContent()).toContain('HTTP 204');
+    await page.getByRole('button', { name: /^Replay the points\/added delivery/ }).first().click();
+    await expect.poll(() => page.locator('#message').textContent(), PAGE).toContain('queued again');
+    const [, again] = await receiver.waitFor(2, 30_000);
+    expect(again!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
+    expect(await fitsWidth(page)).toBe(true);
+    await screenshot('console-webhooks.png');
+  });
+
+  it('a viewer opens the program page with their session and downloads the exports; without a session they are refused', async () => {
+    const { page, expectProblems } = await joined('viewer-downloads@console.test', 'viewer');
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Every customer' }).click()]);
+    const customers = await readFile((await download.path())!, 'utf8');
+    expect(customers).toContain('con-1@example.com');
+    const [ledgerDownload] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'The ledger of those days' }).click()]);
+    expect(await readFile((await ledgerDownload.path())!, 'utf8')).toContain('con-1@example.com');
+    // No session, no file; and the cookie opens only the downloads, not the rest of REST.
+    expect((await fetch(`${server.url}/rest-api/v1/exports/customers.csv`)).status).toBe(401);
+    const other = await page.evaluate(async () => (await fetch('/rest-api/v1/pointsRedemptions')).status);
+    expectProblems(/401/);
+    expect(other).toBe(401);
+
+    await page.getByRole('link', { name: 'Program page' }).click();
+    await expect.poll(() => page.locator('#status').textContent(), PAGE).toBe('signed in as viewer-downloads@console.test');
+    await expect.poll(() => page.locator('#activity tbody').textContent(), { timeout: 15_000 }).toContain('con-1@example.com');
+    expect(await page.locator('#kpi-members').textContent()).toMatch(/^\d/);
+    expect(await page.locator('#events-panel').isHidden()).toBe(true);
+  });
+
+  it('a tier is made from the keyboard alone, and the settings and webhooks fit a phone', async () => {
+    const { page, screenshot } = await joined('pm-phone@console.test', 'program_manager', { width: 390, height: 844 });
+    await page.goto(`${server.url}/admin#/settings`);
+    await page.getByRole('heading', { name: 'Tiers' }).waitFor();
+    expect(await fitsWidth(page)).toBe(true);
+    await page.locator('#tier-name').focus();
+    await page.keyboard.type('Keyboard Silver');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('tier-threshold');
+    // Above every customer here (the demo shop's too): a tier somebody holds cannot be deleted.
+    await page.keyboard.type('50000');
+    await page.keyboard.press('Tab');
+    await page.keyboard.type('1.5');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => page.locator('#tiers tbody').textContent(), PAGE).toContain('Keyboard Silver');
+    expect(await page.locator('#message').textContent()).toBe('The tier is saved.');
+    const tiers = (await server.graphql('{ tiers { name threshold multiplier } }')).data.tiers;
+    expect(tiers).toContainEqual({ name: 'Keyboard Silver', threshold: '50000', multiplier: '1.5' });
+    expect(await fitsWidth(page)).toBe(true);
+    await screenshot('console-settings-phone.png');
+    // Deleting asks first.
+    page.once('dialog', (dialog) => dialog.accept());
+    await page.getByRole('button', { name: 'Delete the tier Keyboard Silver' }).click();
+    await expect.poll(() => page.locator('#message').textContent(), PAGE).toBe('The tier is deleted.');
+    await expect.poll(() => page.locator('#tiers tbody').textContent(), PAGE).not.toContain('Keyboard Silver');
+    expect((await server.graphql('{ tiers { name } }')).data.tiers).toEqual([{ name: 'Console Gold' }]);
+    await page.goto(`${server.url}/admin#/webhooks`);
+    await page.getByRole('heading', { name: 'Deliveries, newest first' }).waitFor();
+    expect(await fitsWidth(page)).toBe(true);
   });
 });

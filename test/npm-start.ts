@@ -91,12 +91,12 @@ export type NpmServer = {
 /**
  * `npm start` in a fresh data folder on a free port, as the README says. On PGlite it makes the
  * demo shop and prints its key once; on PostgreSQL it makes nothing, and the shop comes from
- * `npm run cli -- shop create` beside it, as its banner says.
+ * `npm run cli -- shop create` beside it, as its banner says. `settings`: more of its environment.
  */
-export async function startNpm(): Promise<NpmServer> {
+export async function startNpm(settings: Record<string, string> = {}): Promise<NpmServer> {
   const dataDir = await mkdtemp(path.join(tmpdir(), 'loyalty-npm-start-'));
   const database = await databaseEnv();
-  const env = { ...database, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' };
+  const env = { ...database, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...settings };
   const run = npm(['start'], env);
   const stop = async () => {
     if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGTERM');

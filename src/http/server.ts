@@ -14,7 +14,7 @@ import type { StorefrontLimiter } from '../rate-limit/storefront.js';
 import { identityFromAuthorization } from '../requests/auth.js';
 import { HttpError, toErrorResponse } from '../requests/errors.js';
 import { idempotencyHooks } from '../requests/idempotency.js';
-import { REST_PREFIX, restApi } from '../rest/index.js';
+import { REST_PREFIX, REST_SESSION_DOWNLOADS, restApi } from '../rest/index.js';
 import { shopifyWebhookRoutes } from '../rest/shopify-webhooks.js';
 import { registerAdminPage } from './admin-page.js';
 import { registerDashboard } from './dashboard.js';
@@ -24,7 +24,7 @@ import { registerGraphiQL, sendGraphiQL, wantsGraphiQL } from './graphiql.js';
 import { graphqlHandler, requireShopForGraphQL } from './graphql-route.js';
 import { type Metrics, registerMetrics } from './metrics.js';
 import { registerStorefront, storefrontSocketIdentity } from './storefront-route.js';
-import { registerStaffSession, staffDoor } from './staff-session.js';
+import { registerStaffSession, staffDoor, staffDownloadDoor } from './staff-session.js';
 import { attachGraphQLWebSocket } from './websocket.js';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -114,7 +114,8 @@ export async function createHttpServer(deps: {
     );
   });
 
-  await app.register(restApi, { prefix: REST_PREFIX, db, rateLimiter, webhooks });
+  const staff = { db, limiter: deps.staffLimiter, now: deps.now, publicUrl: deps.publicUrl };
+  await app.register(restApi, { prefix: REST_PREFIX, db, rateLimiter, webhooks, sessionDownloads: staffDownloadDoor(staff, REST_SESSION_DOWNLOADS) });
   await app.register(shopifyWebhookRoutes, { db, secrets: webhooks.secrets });
 
   // A key revoked on any instance is forgotten here at once, not after the key cache's TTL.
@@ -155,7 +156,6 @@ export async function createHttpServer(deps: {
   registerAdminPage(app);
   registerApiDocs(app);
   registerGraphiQL(app);
-  const staff = { db, limiter: deps.staffLimiter, now: deps.now, publicUrl: deps.publicUrl };
   registerStaffSession(app, staff);
   const idempotency = idempotencyHooks(db, 'graphql');
   const graphql = graphqlHandler(yoga);

@@ -140,3 +140,20 @@ export function staffDoor(deps: StaffDeps) {
     return { refused: false };
   };
 }
+
+/**
+ * The cookie door of the REST downloads (GET /exports/*.csv): a live session of any role (a viewer
+ * reads) is the caller. No CSRF token: a GET download changes nothing, and SameSite=Strict keeps
+ * another site's page from sending the cookie; no CORS lets such a page read the file anyway.
+ */
+export function staffDownloadDoor(deps: StaffDeps, urls: readonly string[]) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const token = sessionCookie(request);
+    if (request.method !== 'GET' || !token || !urls.includes(request.routeOptions.url ?? '')) return;
+    const session = await staffSession(deps.db, token, deps.now());
+    if (!session) return;
+    request.shop = session.shop;
+    request.apiKey = null;
+    request.staff = session;
+  };
+}

@@ -43,11 +43,14 @@ export function resolveShop(db: DB) {
  * onRequest hook for routes that need a shop: 401 with `WWW-Authenticate: Bearer` otherwise,
  * before the body is read (onRequest runs before parsing). The connection is closed after the
  * answer: the body it announced is never read, and waiting for it would hold the socket.
+ * `otherDoor`, for a request without a key, may authenticate it another way (a staff session's
+ * cookie on the downloads).
  */
-export function requireShop(db: DB) {
+export function requireShop(db: DB, otherDoor?: (request: FastifyRequest) => Promise<void>) {
   const resolve = resolveShop(db);
   return async (request: FastifyRequest, reply: FastifyReply) => {
     await resolve(request);
+    if (!request.shop && request.headers.authorization === undefined && otherDoor) await otherDoor(request);
     if (!request.shop) {
       closeIfBodyUnread(request, reply);
       throw new UnauthorizedError();

@@ -15,6 +15,9 @@ function sendCsv(reply: FastifyReply, filename: string, chunks: AsyncIterable<st
     .send(Readable.from(chunks, { objectMode: false }));
 }
 
+/** The exports a signed-in person may download with their session's cookie (the console's links). */
+export const SESSION_DOWNLOADS = ['/exports/customers.csv', '/exports/ledger.csv'] as const;
+
 const today = () => new Date().toISOString().slice(0, 10);
 
 /** GET /exports/customers.csv and GET /exports/ledger.csv?from=&to= (docs/api.md "Exports"). */

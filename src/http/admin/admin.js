@@ -12,6 +12,8 @@ const dates = new Intl.DateTimeFormat('en-US', { dateStyle: 'medium', timeStyle:
 const SECTIONS = ['sign-in', 'accept', 'reset', 'customers', 'customer'];
 
 const state = { session: null, customer: null, ledgerAfter: null };
+/** The screens of the other scripts (settings.js, webhooks.js): #/<name>/<arg> shows SCREENS[name](arg). */
+const SCREENS = {};
 
 // --- Talking to the server -------------------------------------------------------------------
 
@@ -87,14 +89,18 @@ function row(cells) {
 
 const when = (iso) => (iso ? dates.format(new Date(iso)) : '');
 
-/** userErrors shown beside the form's fields (by the field's last path element), the rest above. */
+/**
+ * userErrors shown beside the form's fields (the field named by the error's path after `input`,
+ * dotted as in `expiry.days`, else by its last element), the rest above.
+ */
 function showUserErrors(form, errors) {
   for (const old of form.querySelectorAll('.field-error')) old.remove();
   const general = [];
   for (const error of errors) {
-    const name = error.field && error.field[error.field.length - 1];
-    const input = name && form.elements.namedItem(name);
-    if (input && input.insertAdjacentElement) {
+    const path = error.field || [];
+    const input = path.length ? form.elements.namedItem(path.slice(path[0] === 'input' ? 1 : 0).join('.')) || form.elements.namedItem(path[path.length - 1]) : null;
+    // A hidden field (an edited item's id) shows nothing: its error goes above with the rest.
+    if (input && input.type !== 'hidden' && input.insertAdjacentElement) {
       const p = document.createElement('p');
       p.className = 'field-error';
       p.id = `${input.id}-error`;
@@ -336,6 +342,7 @@ async function route() {
     const [, page, arg] = location.hash.split('/');
     const value = arg === undefined ? '' : decodeURIComponent(arg);
     if (page === 'customer' && value) return await showCustomer(value);
+    if (SCREENS[page]) return await SCREENS[page](value);
     return await showSearch(value);
   } catch (err) {
     if (err.message !== 'signed out') say(err.message);
@@ -346,4 +353,5 @@ window.addEventListener('hashchange', () => {
   say('');
   route();
 });
-route();
+// After every deferred script: the other screens' scripts have registered theirs.
+document.addEventListener('DOMContentLoaded', route);
