@@ -1,7 +1,7 @@
 // E-mails to customers (issue 36): a shop's SMTP settings, the templates, the queue the outbox
 // fills (one e-mail per event and customer), consent (signed unsubscribe links) and suppressions.
 export { readUnsubscribeToken, setMailConsent, unsubscribeByToken, unsubscribeToken } from './consent.js';
-export { composeMail, mailVariables, type MailTestResult, sendTestMail } from './messages.js';
+export { composeMail, type MailDeps, mailVariables, type MailTestResult, sendTestMail, testShopMail } from './messages.js';
 export {
   claimMail, type ClaimedMail, listMailSuppressions, type MailSuppression, queueMail, recordMailFailed, recordMailSent, recordMailSkipped,
   recordRecipientRefused, returnMail, shopsWithDueMail,

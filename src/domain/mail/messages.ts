@@ -1,5 +1,8 @@
 import type { ClaimedMail } from './queue.js';
-import type { OpenMailSettings } from './settings.js';
+import { z } from 'zod';
+import type { Queryable } from '../../db/transaction.js';
+import { parseInput, RuleViolationError, type SecretBox } from '../kernel/index.js';
+import { type OpenMailSettings, openMailSettings } from './settings.js';
 import { escapeHtml, formatShopDate, type MailVariables, renderMail } from './templates.js';
 import { createMailTransport, type OutgoingMail, type SendOutcome } from './transport.js';
 
@@ -51,6 +54,9 @@ export async function composeMail(settings: OpenMailSettings, claimed: ClaimedMa
   };
 }
 
+/** What the API's mail fields need: the key that opens the SMTP password, and each wait's bound on the server. */
+export type MailDeps = { secrets: SecretBox; timeoutMs: number };
+
 export type MailTestResult = { ok: boolean; response: string; code: number | null; messageId: string | null };
 
 /** The settings' test: one e-mail to `to`, and what the server answered (never thrown: a refusal is the answer). */
@@ -69,4 +75,14 @@ export async function sendTestMail(settings: OpenMailSettings, to: string, timeo
   } finally {
     transport.close();
   }
+}
+
+const testInputSchema = z.strictObject({ to: z.email() });
+
+/** shopMailTest: one e-mail through the shop's saved server (switched on or not), and its answer. */
+export async function testShopMail(db: Queryable, deps: MailDeps, shopId: string, raw: unknown): Promise<MailTestResult> {
+  const { to } = parseInput(testInputSchema, raw);
+  const settings = await openMailSettings(db, deps.secrets, shopId);
+  if (!settings?.smtpHost || !settings.fromAddress) throw new RuleViolationError('mail_not_configured', 'save an SMTP server and a sender address first (shopMailSettingsUpdate)');
+  return sendTestMail(settings, to, deps.timeoutMs);
 }
