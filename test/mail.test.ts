@@ -209,6 +209,34 @@ describe('e-mails to customers', () => {
     }
   });
 
+  it('sums a day\'s points in one e-mail per customer, sent once the shop\'s day is over', async () => {
+    const shop = await mailingShop(t, smtp.port, 'Daily');
+    await t.customer(shop.shopId, 'gus', 0);
+    const rule = await t.graphql(shop.apiKey, 'mutation($input: EarningRuleCreateInput!) { earningRuleCreate(input: $input) { userErrors { message } } }', {
+      input: { type: 'custom', name: 'Share', earnPoint: 5, action: 'share', actionLimit: 'unlimited' },
+    });
+    expect(rule.data.earningRuleCreate.userErrors).toEqual([]);
+    for (const reference of ['p-1', 'p-2', 'p-3']) {
+      const res = await t.post('/rest-api/v1/actions', { customerIdentifier: 'gus', action: 'share', reference }, shop.apiKey);
+      expect(res.status).toBe(201);
+    }
+    const pointsQueued = async () => ((await messagesOf(t, shop.shopId))[0]?.data as { points?: number } | undefined)?.points;
+    await until(async () => (await pointsQueued()) === 15, 10_000, 'the day\'s sum');
+    const [row] = await messagesOf(t, shop.shopId);
+    expect(row).toMatchObject({ kind: 'points_earned', status: 'queued', attempts: 0 });
+    expect(row!.source).toMatch(/^day:\d{4}-\d{2}-\d{2}$/);
+    expect(row!.due_at!.getTime()).toBeGreaterThan(Date.now());
+    const before = smtp.recipients.length;
+    clock.moveTo(new Date(row!.due_at!.getTime() + 1));
+    await until(() => smtp.recipients.length > before, 10_000, 'the day\'s e-mail');
+    const mail = smtp.received.at(-1)!;
+    expect(mail.subject).toBe('You earned 15 points at Daily');
+    expect(mail.text).toContain('you earned 15 points.');
+    expect(mail.text).toContain('Your balance is now 15 points.');
+    await until(async () => (await messagesOf(t, shop.shopId))[0]?.status === 'sent', 10_000, 'the record of the send');
+    expect(await messagesOf(t, shop.shopId)).toHaveLength(1);
+  });
+
   it('a shop whose SMTP server hangs delays no other shop\'s mail (bounded waits)', async () => {
     const hung = await startHungSmtp();
     try {
