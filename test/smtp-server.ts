@@ -10,6 +10,8 @@ import { SMTPServer } from 'smtp-server';
 export type TestSmtp = {
   port: number;
   received: ParsedMail[];
+  /** When each of `received` arrived (ms since the epoch). */
+  receivedAt: number[];
   /** Raw envelopes: who each message was sent to. */
   recipients: string[];
   answerRecipient: (address: string) => { code: number; message: string } | undefined;
@@ -20,6 +22,7 @@ export async function startSmtp(): Promise<TestSmtp> {
   const smtp: TestSmtp = {
     port: 0,
     received: [],
+    receivedAt: [],
     recipients: [],
     answerRecipient: () => undefined,
     close: async () => {},
@@ -38,6 +41,7 @@ export async function startSmtp(): Promise<TestSmtp> {
       simpleParser(stream)
         .then((mail) => {
           smtp.received.push(mail);
+          smtp.receivedAt.push(Date.now());
           smtp.recipients.push(...session.envelope.rcptTo.map((r) => r.address));
           callback();
         })
