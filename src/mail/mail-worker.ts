@@ -2,9 +2,10 @@ import type { DB } from '../db/database.js';
 import type { SecretBox } from '../domain/kernel/index.js';
 import {
   claimMail, type ClaimedMail, composeMail, createMailTransport, type MailTransport, type OpenMailSettings, openMailSettings, queueMail, recordMailFailed,
-  recordMailSent, recordMailSkipped, recordRecipientRefused, returnMail, shopsWithDueMail, unsubscribeToken,
+  recordMailsSent, recordMailSkipped, recordRecipientRefused, returnMail, type SentMail, shopsWithDueMail, unsubscribeToken,
 } from '../domain/mail/index.js';
 import type { OutboxHandler } from '../events/outbox-relay.js';
+import { batched } from '../events/batched.js';
 import { wakeableSleep } from '../events/wakeable-sleep.js';
 import type { Logger } from '../logger.js';
 
@@ -53,7 +54,7 @@ export function createMailWorker(options: MailWorkerOptions): MailWorker {
   const { db, logger, secrets, tokenKey, publicUrl } = options;
   const now = options.now ?? Date.now;
   const maxLanes = options.lanes ?? 16;
-  const perShop = options.perShop ?? 4;
+  const perShop = options.perShop ?? 8;
   const pollMs = options.pollMs ?? 500;
   const timeoutMs = options.timeoutMs ?? 10_000;
   // A send waits at most for connecting, the greeting, and the answers to the envelope and the
@@ -62,6 +63,8 @@ export function createMailWorker(options: MailWorkerOptions): MailWorker {
   const lanes = new Map<string, Promise<void>>();
   // One pooled transport per shop, replaced when its settings change.
   const transports = new Map<string, { updatedAt: number; transport: MailTransport }>();
+  // Sends that finish together are recorded in one statement: a round trip per batch, not per e-mail.
+  const recordSent = batched<SentMail>((items) => recordMailsSent(db, items));
   const idle = wakeableSleep();
   let running = false;
   let loop: Promise<void> | undefined;
@@ -88,7 +91,7 @@ export function createMailWorker(options: MailWorkerOptions): MailWorker {
     const message = await composeMail(settings, claimed, unsubscribeUrl(publicUrl, tokenKey, claimed.shop_id, claimed.customer_id));
     const outcome = await transportFor(settings).send(message);
     if (outcome.ok) {
-      await recordMailSent(db, claimed, message.to, outcome.messageId, at());
+      await recordSent({ claimed, to: message.to, messageId: outcome.messageId, at: at() });
       options.onSend?.('sent');
     } else if (outcome.recipient) {
       await recordRecipientRefused(db, claimed, message.to, outcome.response, at());

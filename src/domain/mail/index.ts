@@ -3,8 +3,8 @@
 export { readUnsubscribeToken, setMailConsent, unsubscribeByToken, unsubscribeToken } from './consent.js';
 export { composeMail, type MailDeps, mailVariables, type MailTestResult, sendTestMail, testShopMail } from './messages.js';
 export {
-  claimMail, type ClaimedMail, listMailSuppressions, type MailSuppression, queueMail, recordMailFailed, recordMailSent, recordMailSkipped,
-  recordRecipientRefused, returnMail, shopsWithDueMail,
+  claimMail, type ClaimedMail, listMailSuppressions, type MailSuppression, queueMail, recordMailFailed, recordMailsSent, recordMailSkipped,
+  recordRecipientRefused, returnMail, type SentMail, shopsWithDueMail,
 } from './queue.js';
 export { getMailSettings, type MailSettings, type MailSettingsInput, mailSettingsInputSchema, type OpenMailSettings, openMailSettings, updateMailSettings } from './settings.js';
 export { escapeHtml, MAIL_KINDS, type MailKind, renderMail } from './templates.js';

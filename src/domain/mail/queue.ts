@@ -126,9 +126,16 @@ export async function claimMail(db: Queryable, shopId: string, now: Date, limit:
 
 const leased = (claimed: ClaimedMail) => (q: Queryable) => q.updateTable('mail_messages').where('id', '=', claimed.id).where('due_at', '=', claimed.lease);
 
-/** Sent: the server took it. */
-export async function recordMailSent(db: Queryable, claimed: ClaimedMail, to: string, messageId: string, now: Date): Promise<void> {
-  await leased(claimed)(db).set({ status: 'sent', due_at: null, to_address: to, message_id: messageId, sent_at: now, last_error: null, updated_at: now }).execute();
+export type SentMail = { claimed: ClaimedMail; to: string; messageId: string; at: Date };
+
+/** Sent: the server took them. One statement for a batch (the worker groups the sends that finish together). */
+export async function recordMailsSent(db: Queryable, sent: readonly SentMail[]): Promise<void> {
+  if (sent.length === 0) return;
+  const rows = sent.map((s) => ({ id: s.claimed.id, lease: s.claimed.lease.toISOString(), to: s.to, message_id: s.messageId, at: s.at.toISOString() }));
+  await sql`
+    update mail_messages m set status = 'sent', due_at = null, to_address = x.to, message_id = x.message_id, sent_at = x.at, last_error = null, updated_at = x.at
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as x(id text, lease timestamptz, "to" text, message_id text, at timestamptz)
+    where m.id = x.id and m.due_at = x.lease`.execute(db);
 }
 
 /** Not sent, and never will be: the customer unsubscribed, their address is suppressed, or the shop stopped sending. */
