@@ -44,7 +44,7 @@ const TEMPLATES: Record<MailKind, Template> = {
     mjml: layout(`
         <mj-text>Hi {{customerName}},</mj-text>
         <mj-text>You redeemed {{pointsSpent}} points for <strong>{{reward}}</strong>. Here is your code:</mj-text>
-        <mj-text align="center" font-size="28px" font-weight="bold" letter-spacing="2px" padding="16px">{{code}}</mj-text>
+        <mj-text align="center" font-size="24px" line-height="32px" font-weight="bold" letter-spacing="1px" padding="16px"><span style="white-space:nowrap">{{code}}</span></mj-text>
         <mj-text>{{terms}}</mj-text>
         <mj-text>Your balance is now {{balance}} points.</mj-text>`),
     text: `Hi {{customerName}},\n\nYou redeemed {{pointsSpent}} points for {{reward}}. Here is your code:\n\n    {{code}}\n\n{{terms}}\n\nYour balance is now {{balance}} points.${footer}`,
