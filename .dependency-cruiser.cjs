@@ -23,7 +23,7 @@ module.exports = {
     rule(
       'domain-imports-no-adapter',
       'The domain (src/domain/) imports an adapter or the application shell (REST, GraphQL, HTTP, ' +
-      'requests, events, webhooks, rate limits, CLI, or src/app|main|worker|config|logger|shutdown|demo.ts). ' +
+      'requests, events, webhooks, mail, rate limits, CLI, or src/app|main|worker|config|logger|shutdown|demo.ts). ' +
       'The domain must work without them; it may import only src/db/, other domain capabilities ' +
       '(through their index.ts), npm packages and Node built-ins. Pass what the domain needs in as a ' +
       'parameter (a value, a callback, an interface declared in the domain), or move the code that ' +
@@ -31,7 +31,7 @@ module.exports = {
       { path: '^src/domain/' },
       {
         path: [
-          '^src/(rest|graphql|http|requests|events|webhooks|rate-limit|cli)/',
+          '^src/(rest|graphql|http|requests|events|webhooks|mail|rate-limit|cli)/',
           '^src/(app|main|worker|config|logger|shutdown|demo)\\.ts$',
         ],
       },

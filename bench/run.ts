@@ -12,6 +12,7 @@ import { type BenchOptions, SCALE_PARTS, type Scenario } from './lib/scenario.js
 import { consoleBench } from './scenarios/console.js';
 import { expiry } from './scenarios/expiry.js';
 import { insights } from './scenarios/insights.js';
+import { mail } from './scenarios/mail.js';
 import { isolation } from './scenarios/isolation.js';
 import { memory } from './scenarios/memory.js';
 import { orders } from './scenarios/orders.js';
@@ -25,7 +26,7 @@ import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront, insights, shopifySync, consoleBench];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront, insights, shopifySync, consoleBench, mail];
 // Run only when named: it builds databases of millions of rows and takes many minutes.
 const ON_REQUEST = new Set(['scale', 'console']);
 

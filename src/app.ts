@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from './config.js';
@@ -22,6 +23,7 @@ import { createRateLimiter, type RateLimiter } from './rate-limit/limiter.js';
 import { createStaffLimiter, type StaffLimiter } from './rate-limit/staff.js';
 import { createStorefrontLimiter, type StorefrontLimiter } from './rate-limit/storefront.js';
 import { createDeliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.js';
+import { createMailWorker, type MailWorker } from './mail/mail-worker.js';
 import { createShopifyAdmin } from './shopify-admin/connect.js';
 import { createShopifySyncWorker, type ShopifySyncWorker } from './shopify-admin/sync-worker.js';
 import { createSecretBox, loadSecretsKey } from './webhooks/secret-box.js';
@@ -69,6 +71,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let staffLimiter: StaffLimiter | undefined;
   let deliveryWorker: DeliveryWorker;
   let shopifySync: ShopifySyncWorker;
+  let mailWorker: MailWorker;
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
     db: database.db,
@@ -117,6 +120,18 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       now: options.clock,
       onCall: (outcome) => metrics.shopifyCall(outcome),
     });
+    // Unsubscribe links are signed with a key of their own, derived from the secrets key: every
+    // instance with the same SECRETS_KEY reads every other's links, and no other use shares it.
+    const mail = { secrets: webhooks.secrets, timeoutMs: config.mailTimeoutMs, tokenKey: createHmac('sha256', secretsKey.key).update('mail-unsubscribe').digest() };
+    mailWorker = createMailWorker({
+      db: database.db,
+      logger,
+      secrets: mail.secrets,
+      tokenKey: mail.tokenKey,
+      publicUrl: config.publicUrl ?? `http://localhost:${config.port}`,
+      timeoutMs: config.mailTimeoutMs,
+      now: options.clock,
+    });
     const shopifyAdmin = createShopifyAdmin({ db: database.db, secrets: webhooks.secrets, urls: { baseUrlTemplate: config.shopifyAdminBaseUrl }, worker: shopifySync, now: options.clock });
     rateLimiter = await createRateLimiter({
       db: database.db,
@@ -147,6 +162,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       webhooks,
       bus,
       shopifyAdmin,
+      mail,
       metrics,
       requestTimeoutMs: config.requestTimeoutMs,
       publicUrl: config.publicUrl,
@@ -162,7 +178,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
 
   // Consumers of committed events: webhook fan-out and live subscriptions register here.
-  const outboxHandlers: OutboxHandler[] = [deliveryWorker.outboxHandler, shopifySync.outboxHandler, bus.outboxHandler];
+  const outboxHandlers: OutboxHandler[] = [deliveryWorker.outboxHandler, shopifySync.outboxHandler, mailWorker.outboxHandler, bus.outboxHandler];
   // Local commits wake the relay at once; on PostgreSQL, events committed by other instances (a
   // server with WORKER=off beside `npm run worker`) are found by a short poll, so webhooks still
   // leave within tens of milliseconds. An empty poll is one index probe.
@@ -205,6 +221,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     relay.start();
     deliveryWorker.start();
     shopifySync.start();
+    mailWorker.start();
     scheduler.start();
     if (purgeTimer || stopPurges.signal.aborted) return;
     schedulePurges();
@@ -235,6 +252,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         await relay.stop();
         await deliveryWorker.stop();
         await shopifySync.stop();
+        await mailWorker.stop();
         await scheduler.stop();
         await purging;
         await bus.close();

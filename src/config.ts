@@ -94,6 +94,9 @@ const configSchema = z.object({
   // How long one call to a store's Admin API may take; a sync job's lease (how long a killed
   // worker's jobs wait for another) follows from it.
   SHOPIFY_ADMIN_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(15_000),
+  // Each wait on a shop's SMTP server (connecting, its greeting, each answer): a hung server holds
+  // its own shop's mail this long per try, and a claimed e-mail's lease is 6 × this + 5 s.
+  MAIL_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   SHOPIFY_ADMIN_BASE_URL: z.string().regex(/^https?:\/\/.*\{shop\}/, 'must be a URL containing {shop}').default('https://{shop}'),
 });
 
@@ -127,6 +130,7 @@ export type Config = {
   publicUrl: string | null;
   shopifyAdminBaseUrl: string;
   shopifyAdminTimeoutMs: number;
+  mailTimeoutMs: number;
 };
 
 export class ConfigError extends Error {}
@@ -173,5 +177,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: c.PUBLIC_URL ?? null,
     shopifyAdminBaseUrl: c.SHOPIFY_ADMIN_BASE_URL,
     shopifyAdminTimeoutMs: c.SHOPIFY_ADMIN_TIMEOUT_MS,
+    mailTimeoutMs: c.MAIL_TIMEOUT_MS,
   };
 }

@@ -669,6 +669,61 @@ export interface ShopifyCollectionReconcilesTable {
   again: Defaulted<boolean>;
 }
 
+/** A shop's SMTP server and sender (migration 028); the password sealed with the SecretBox, context `mail:<shop id>`. */
+export interface ShopMailSettingsTable {
+  shop_id: string;
+  enabled: Defaulted<boolean>;
+  smtp_host: Defaulted<string>;
+  smtp_port: Defaulted<number>;
+  smtp_security: Defaulted<'tls' | 'starttls' | 'none'>;
+  smtp_user: ColumnType<string | null, string | null | undefined, string | null>;
+  smtp_password_sealed: ColumnType<string | null, string | null | undefined, string | null>;
+  from_name: Defaulted<string>;
+  from_address: Defaulted<string>;
+  /** The kinds of e-mail the shop sends (src/domain/mail/templates.ts). */
+  kinds: Defaulted<string[]>;
+  updated_at: Defaulted<Date>;
+}
+export type ShopMailSettingsRow = Selectable<ShopMailSettingsTable>;
+
+export type MailStatus = 'queued' | 'sent' | 'failed' | 'suppressed' | 'skipped';
+
+/** One e-mail per (source, customer, kind): its queue entry (due_at, leased while sent) and its record. */
+export interface MailMessagesTable {
+  id: string;
+  shop_id: string;
+  customer_id: string;
+  kind: string;
+  /** What it is about: the event's id. */
+  source: string;
+  data: Defaulted<unknown>;
+  status: Defaulted<MailStatus>;
+  /** Null: nothing left to do. */
+  due_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  attempts: Defaulted<number>;
+  last_error: ColumnType<string | null, string | null | undefined, string | null>;
+  to_address: ColumnType<string | null, string | null | undefined, string | null>;
+  message_id: ColumnType<string | null, string | null | undefined, string | null>;
+  sent_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  created_at: Defaulted<Date>;
+  updated_at: Defaulted<Date>;
+}
+export type MailMessageRow = Selectable<MailMessagesTable>;
+
+export interface MailPreferencesTable {
+  customer_id: string;
+  shop_id: string;
+  unsubscribed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  updated_at: Defaulted<Date>;
+}
+
+export interface MailSuppressionsTable {
+  shop_id: string;
+  address: string;
+  reason: string;
+  created_at: Defaulted<Date>;
+}
+
 export interface Database {
   shops: ShopsTable;
   api_keys: ApiKeysTable;
@@ -714,6 +769,10 @@ export interface Database {
   staff_memberships: StaffMembershipsTable;
   staff_sessions: StaffSessionsTable;
   staff_link_tokens: StaffLinkTokensTable;
+  shop_mail_settings: ShopMailSettingsTable;
+  mail_messages: MailMessagesTable;
+  mail_preferences: MailPreferencesTable;
+  mail_suppressions: MailSuppressionsTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;

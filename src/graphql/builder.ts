@@ -6,6 +6,7 @@ import type { FastifyReply } from 'fastify';
 import { GraphQLError } from 'graphql';
 import type { DB } from '../db/database.js';
 import type { TokenHolder } from '../domain/customers/index.js';
+import type { MailDeps } from '../domain/mail/index.js';
 import type { ApiKeyRef, Shop } from '../domain/shops/index.js';
 import type { StaffSession } from '../domain/staff/index.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
@@ -39,6 +40,8 @@ export type GraphQLContext = {
   bus: EventBus;
   /** Connects the shop's store to Shopify's Admin API (it calls Shopify). */
   shopifyAdmin: ShopifyAdmin;
+  /** The shop's SMTP password's key and the bound on each wait for its server (shopMailTest). */
+  mail: MailDeps;
 };
 
 /**

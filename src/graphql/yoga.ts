@@ -7,6 +7,7 @@ import { DomainError, ValidationError } from '../domain/kernel/index.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { EventBus } from '../events/bus.js';
 import type { ShopifyAdmin } from '../shopify-admin/connect.js';
+import type { MailDeps } from '../domain/mail/index.js';
 import type { Logger } from '../logger.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import type { StorefrontLimiter } from '../rate-limit/storefront.js';
@@ -80,6 +81,7 @@ export type GraphQLServices = {
   webhooks: WebhookSubscriptionDeps;
   bus: EventBus;
   shopifyAdmin: ShopifyAdmin;
+  mail: MailDeps;
   /** PUBLIC_URL: where one-time staff links point (else the request's own origin). */
   publicUrl: string | null;
   /** The clock of staff links' expiry. */
@@ -120,7 +122,7 @@ export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLSer
     landingPage: false,
     context: ({ req }) => {
       const linkBase = services.publicUrl ?? `${req.protocol ?? 'http'}://${req.host ?? 'localhost'}`;
-      const common = { db, webhooks: services.webhooks, bus: services.bus, shopifyAdmin: services.shopifyAdmin, linkBase, now: services.now };
+      const common = { db, webhooks: services.webhooks, bus: services.bus, shopifyAdmin: services.shopifyAdmin, mail: services.mail, linkBase, now: services.now };
       if (face === 'admin') {
         // A machine's API key, or a person's session (its role checked per field: useStaffRoles).
         if (!req.shop || !(req.apiKey || req.staff)) throw unauthenticatedError(face);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { type DB, isDatabaseReachable } from '../db/database.js';
+import type { MailDeps } from '../domain/mail/index.js';
 import { forgetApiKey } from '../domain/shops/index.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { EventBus } from '../events/bus.js';
@@ -22,6 +23,7 @@ import { registerApiDocs } from './docs.js';
 import { answerClientError, answerFrameworkError } from './framework-errors.js';
 import { registerGraphiQL, sendGraphiQL, wantsGraphiQL } from './graphiql.js';
 import { graphqlHandler, requireShopForGraphQL } from './graphql-route.js';
+import { mailUnsubscribeRoutes } from './mail-unsubscribe.js';
 import { type Metrics, registerMetrics } from './metrics.js';
 import { registerStorefront, storefrontSocketIdentity } from './storefront-route.js';
 import { registerStaffSession, staffDoor, staffDownloadDoor } from './staff-session.js';
@@ -46,6 +48,7 @@ export async function createHttpServer(deps: {
   webhooks: WebhookSubscriptionDeps;
   bus: EventBus;
   shopifyAdmin: ShopifyAdmin;
+  mail: MailDeps & { tokenKey: Buffer };
   metrics: Metrics;
   /** How long a request may take to arrive, headers and body (REQUEST_TIMEOUT_MS). */
   requestTimeoutMs: number;
@@ -120,7 +123,7 @@ export async function createHttpServer(deps: {
 
   // A key revoked on any instance is forgotten here at once, not after the key cache's TTL.
   bus.onRevoked((key) => forgetApiKey(db, key.prefix));
-  const services = { rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, publicUrl: deps.publicUrl, now: deps.now };
+  const services = { rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, mail: deps.mail, publicUrl: deps.publicUrl, now: deps.now };
   const yoga = createGraphQLServer(db, logger, services, 'admin');
   const storefrontYoga = createGraphQLServer(db, logger, services, 'storefront');
   const webSockets = attachGraphQLWebSocket(
@@ -168,6 +171,7 @@ export async function createHttpServer(deps: {
     handler: (request, reply) => (wantsGraphiQL(request) ? sendGraphiQL(request, reply) : graphql(request, reply)),
   });
   registerStorefront(app, { db, yoga: storefrontYoga, limiter: storefrontLimiter });
+  await app.register(mailUnsubscribeRoutes, { db, tokenKey: deps.mail.tokenKey, now: deps.now });
 
   for (const [url, served] of routes) {
     const others = METHODS.filter((m) => !served.has(m));

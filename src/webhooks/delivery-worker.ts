@@ -5,6 +5,7 @@ import type { PurgeOptions } from '../db/purge.js';
 import type { SecretBox } from '../domain/kernel/index.js';
 import { fanOutEvents, onDeliveriesDue, validSigningSecrets } from '../domain/webhooks/index.js';
 import { type OutboxHandler, toEnvelope } from '../events/outbox-relay.js';
+import { batched } from '../events/batched.js';
 import { wakeableSleep } from '../events/wakeable-sleep.js';
 import type { Logger } from '../logger.js';
 import { type AttemptRecord, cancelClaimed, claimDueDeliveries, type ClaimedDelivery, type DeliveryState, finishAttempts, type FinishedAttempt, handBack, type HealthRules, purgeDeliveries } from './delivery-queue.js';
@@ -288,33 +289,4 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     },
     purge,
   };
-}
-
-/**
- * Group commit: `add` queues an item and resolves once the batch holding it is flushed. A batch is
- * whatever queued while the previous flush ran, so a lone item goes out at once and a busy worker
- * writes many per round trip.
- */
-function batched<T>(flush: (items: T[]) => Promise<void>): (item: T) => Promise<void> {
-  let queue: Array<{ item: T; resolve: () => void; reject: (err: unknown) => void }> = [];
-  let flushing = false;
-  async function drain() {
-    flushing = true;
-    while (queue.length) {
-      const batch = queue;
-      queue = [];
-      try {
-        await flush(batch.map((q) => q.item));
-        for (const q of batch) q.resolve();
-      } catch (err) {
-        for (const q of batch) q.reject(err);
-      }
-    }
-    flushing = false;
-  }
-  return (item) =>
-    new Promise<void>((resolve, reject) => {
-      queue.push({ item, resolve, reject });
-      if (!flushing) void drain();
-    });
 }
