@@ -9,7 +9,7 @@ const $ = (selector) => document.querySelector(selector);
 const LEDGER_PAGE = 20;
 const numbers = new Intl.NumberFormat('en-US');
 const dates = new Intl.DateTimeFormat('en-US', { dateStyle: 'medium', timeStyle: 'short' });
-const SECTIONS = ['sign-in', 'accept', 'reset', 'customers', 'customer'];
+const SECTIONS = ['sign-in', 'accept', 'reset', 'customers', 'customer', 'audit'];
 
 const state = { session: null, customer: null, ledgerAfter: null };
 
@@ -336,6 +336,8 @@ async function route() {
     const [, page, arg] = location.hash.split('/');
     const value = arg === undefined ? '' : decodeURIComponent(arg);
     if (page === 'customer' && value) return await showCustomer(value);
+    // audit.js's screen.
+    if (page === 'audit') return await showAudit();
     return await showSearch(value);
   } catch (err) {
     if (err.message !== 'signed out') say(err.message);
