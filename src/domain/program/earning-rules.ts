@@ -4,7 +4,7 @@ import type { DB } from '../../db/database.js';
 import type { ActionLimit, EarningRuleRow, EarningRuleType } from '../../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
 import { ConflictError, formatMoney, isId, newId, NotFoundError, parseInput, parseMoney, RuleViolationError, ValidationError } from '../kernel/index.js';
-import { type Actor, recordAudit } from '../audit/index.js';
+import { type Actor, changedFields, recordAudit } from '../audit/index.js';
 import { MAX_AMOUNT } from '../ledger/index.js';
 import { startBirthdayRun } from './birthday-run.js';
 
@@ -202,7 +202,7 @@ export async function updateEarningRule(db: DB, shopId: string, input: unknown, 
       .catch((err) => translateActionConflict(err, fields.action));
     if (row.type === 'birthday') await startBirthdayRun(trx, shopId);
     const earningRule = toEarningRule(row, currency);
-    await recordAudit(trx, shopId, actor, { kind: 'earningRule.update', subject: { type: 'earningRule', id }, before: current, after: earningRule });
+    await recordAudit(trx, shopId, actor, { kind: 'earningRule.update', subject: { type: 'earningRule', id }, ...changedFields(current, earningRule) });
     return { earningRule };
   });
 }
