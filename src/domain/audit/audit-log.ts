@@ -92,7 +92,7 @@ function auditRow(shopId: string, actor: Actor, entry: AuditEntry, at: Date) {
   };
 }
 
-export const auditFilterSchema = z.strictObject({
+const auditFilterSchema = z.strictObject({
   actor: z.string().trim().min(1).max(64).nullish(),
   kind: z.string().trim().min(1).max(64).nullish(),
   from: z.date().nullish(),
