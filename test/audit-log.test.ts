@@ -235,6 +235,32 @@ describe('the audit log', () => {
 });
 
 describe('retention', () => {
+  it('a shop whose purge fails is set aside alone: the others\' rows still go', async () => {
+    const clock = movableClock();
+    const t = await startTestApp({ WORKER: 'off' }, { clock: clock.now });
+    try {
+      const failing = await t.shop('Failing purge');
+      const fine = await t.shop('Fine purge');
+      for (const shop of [failing, fine]) {
+        await createRule(t, shop, 'Soon gone');
+        expect((await t.graphql(shop.apiKey, 'mutation { shopSettingsUpdate(input: { auditRetentionDays: 7 }) { userErrors { code } } }')).data.shopSettingsUpdate.userErrors).toEqual([]);
+      }
+      const db = t.app.database.db;
+      await sql`create or replace function audit_keep() returns trigger language plpgsql as $$
+        begin raise exception 'this shop''s rows cannot go'; end $$`.execute(db);
+      await sql.raw(`create trigger audit_keep before delete on audit_log for each row when (old.shop_id = '${failing.shopId}') execute function audit_keep()`).execute(db);
+      clock.moveTo(new Date(Date.now() + 8 * DAY));
+      await t.app.scheduler.runDue();
+      expect(await log(t, fine)).toEqual([]);
+      expect((await log(t, failing)).length).toBe(2);
+      const failure = await db.selectFrom('due_work_failures').select(['item', 'reason']).where('kind', '=', 'audit_purge').execute();
+      expect(failure).toEqual([{ item: failing.shopId, reason: expect.stringContaining('cannot go') }]);
+      await sql`drop trigger audit_keep on audit_log`.execute(db);
+    } finally {
+      await t.stop();
+    }
+  }, 120_000);
+
   it('rows older than the shop\'s days go, by the scheduler after a restart; other shops keep theirs', async () => {
     // One database for both starts: an embedded one in a folder, or a private PostgreSQL schema.
     const { env, drop } = await cliDatabase('loyalty-audit-');
@@ -265,5 +291,5 @@ describe('retention', () => {
     } finally {
       await drop();
     }
-  }, 60_000);
+  }, 120_000);
 });
