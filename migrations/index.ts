@@ -33,6 +33,7 @@ import * as shopifyCollections from './2026_11_27_023_shopify_collections.js';
 import * as shopifyImports from './2026_11_27_024_shopify_imports.js';
 import * as staff from './2026_11_27_025_staff.js';
 import * as tierOverrides from './2026_11_27_026_tier_overrides.js';
+import * as auditLog from './2026_11_27_027_audit_log.js';
 import * as mail from './2026_11_27_028_mail.js';
 
 export const migrations: Record<string, Migration> = {
@@ -68,5 +69,6 @@ export const migrations: Record<string, Migration> = {
   '2026_11_27_024_shopify_imports': shopifyImports,
   '2026_11_27_025_staff': staff,
   '2026_11_27_026_tier_overrides': tierOverrides,
+  '2026_11_27_027_audit_log': auditLog,
   '2026_11_27_028_mail': mail,
 };

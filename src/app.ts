@@ -5,6 +5,7 @@ import type { Config } from './config.js';
 import { type DatabaseHandle, openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
 import type { PurgeOptions } from './db/purge.js';
+import { auditPurge } from './domain/audit/index.js';
 import { purgeExpiredCustomerAccessTokens } from './domain/customers/index.js';
 import { purgeExpiredStaffRecords } from './domain/staff/index.js';
 import { codeExpiry, codeWarnings } from './domain/codes/index.js';
@@ -75,7 +76,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
     db: database.db,
-    kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry, codeWarnings, codeExpiry, tierEvaluation, tierOverrideEnd],
+    kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry, codeWarnings, codeExpiry, tierEvaluation, tierOverrideEnd, auditPurge],
     logger,
     now: () => new Date(options.clock?.() ?? Date.now()),
     onKindFailure: (kind) => metrics.dueWorkKindFailed(kind),

@@ -104,6 +104,18 @@ describe('the staff console', () => {
     await expect.poll(() => page.locator('#codes tbody').textContent()).toContain('cancelled');
     await expect.poll(() => page.locator('#c-points').textContent()).toBe('325');
     await screenshot('console-owner-customer.png');
+
+    // The audit log (audit.js): the owner's own changes newest first, the key's hostile note as text.
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    await expect.poll(() => page.locator('#audit-rows tbody tr').first().textContent()).toContain('discountCode.cancel');
+    expect(await page.locator('#audit-rows tbody tr').first().textContent()).toContain('owner@console.test');
+    // Inside a JSON string, its quotes escaped.
+    await expect.poll(() => page.locator('#audit-rows tbody').textContent()).toContain(JSON.stringify(HOSTILE).slice(1, -1));
+    expect(await page.locator('#audit-rows img').count()).toBe(0);
+    await page.getByLabel('Kind (e.g. points.add)').fill('points.add');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    // The key's 300 at setup and the owner's 25; the redemption and the order are not audited.
+    await expect.poll(() => page.locator('#audit-rows tbody tr').count()).toBe(2);
   });
 
   it('a viewer reads the customer, and the server refuses the adjustment the page lets them try', async () => {

@@ -141,9 +141,9 @@ describe('cursors', () => {
     const connectionFields = (await t.graphql(shop.apiKey, `{ __schema { types { name fields { name type { name ofType { name } } args { name } } } } }`))
       .data.__schema.types.flatMap((type: any) => (type.fields ?? []).map((f: any) => ({ ...f, on: type.name })))
       .filter((f: any) => (f.type.ofType?.name ?? f.type.name ?? '').endsWith('Connection'));
-    // customers, pointsRedemptions, webhookSubscriptions, webhookDeliveries, shopifyWebhooks, the shop's activities;
+    // customers, pointsRedemptions, webhookSubscriptions, webhookDeliveries, shopifyWebhooks, the shop's activities, auditLog;
     // a customer's activities, discountCodes, referees, orders and pendingEarns.
-    expect(connectionFields.length).toBe(11);
+    expect(connectionFields.length).toBe(12);
     for (const field of connectionFields) {
       const args = field.args.map((a: any) => a.name);
       expect(args, `${field.on}.${field.name}`).toEqual(expect.arrayContaining(['first', 'after']));

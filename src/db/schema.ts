@@ -52,6 +52,8 @@ export interface ShopsTable {
   return_code_points_on_refund: Defaulted<boolean>;
   /** Days before a code's expiry its warning goes out; 0: none. */
   code_warning_days: Defaulted<number>;
+  /** Days an audit_log row is kept (7 to 3650). */
+  audit_retention_days: Defaulted<number>;
 }
 
 export interface ApiKeysTable {
@@ -669,6 +671,22 @@ export interface ShopifyCollectionReconcilesTable {
   again: Defaulted<boolean>;
 }
 
+/** A change by a person or an API key (src/domain/audit): who, when, what, before and after. */
+export interface AuditLogTable {
+  id: string;
+  shop_id: string;
+  at: Date;
+  actor_kind: 'staff' | 'api_key';
+  actor_id: string;
+  /** The e-mail or the key's prefix at the time: kept when the actor is removed. */
+  actor_label: string;
+  kind: string;
+  subject_type: string | null;
+  subject_id: string | null;
+  before: Json<unknown> | null;
+  after: Json<unknown> | null;
+}
+
 /** A shop's SMTP server and sender (migration 028); the password sealed with the SecretBox, context `mail:<shop id>`. */
 export interface ShopMailSettingsTable {
   shop_id: string;
@@ -769,6 +787,7 @@ export interface Database {
   staff_memberships: StaffMembershipsTable;
   staff_sessions: StaffSessionsTable;
   staff_link_tokens: StaffLinkTokensTable;
+  audit_log: AuditLogTable;
   shop_mail_settings: ShopMailSettingsTable;
   mail_messages: MailMessagesTable;
   mail_preferences: MailPreferencesTable;

@@ -5,6 +5,7 @@ import SubGraphPlugin from '@pothos/plugin-sub-graph';
 import type { FastifyReply } from 'fastify';
 import { GraphQLError } from 'graphql';
 import type { DB } from '../db/database.js';
+import { type Actor, apiKeyActor, staffActor } from '../domain/audit/index.js';
 import type { TokenHolder } from '../domain/customers/index.js';
 import type { MailDeps } from '../domain/mail/index.js';
 import type { ApiKeyRef, Shop } from '../domain/shops/index.js';
@@ -90,6 +91,16 @@ builder.subscriptionType({ subGraphs: STOREFRONT, defaultSubGraphsForFields: ['a
 export function adminKey(ctx: GraphQLContext): ApiKeyRef {
   if (!ctx.apiKey) throw new GraphQLError('this field needs the shop\'s API key', { extensions: { code: 'unauthorized' } });
   return ctx.apiKey;
+}
+
+/**
+ * Who an admin operation's changes are audited as (docs/architecture.md "The audit log"): its key,
+ * else its person. Passed to the domain's writes explicitly, never kept aside.
+ */
+export function actorOf(ctx: Pick<GraphQLContext, 'apiKey' | 'staff'>): Actor | undefined {
+  if (ctx.apiKey) return apiKeyActor(ctx.apiKey);
+  if (ctx.staff) return staffActor(ctx.staff);
+  return undefined;
 }
 
 /** The customer a storefront operation speaks for (the storefront schema is served only to requests with a token). */

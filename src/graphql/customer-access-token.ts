@@ -1,5 +1,5 @@
 import { createCustomerAccessToken, type CustomerAccessToken as TokenShape, revokeCustomerAccessTokens } from '../domain/customers/index.js';
-import { builder } from './builder.js';
+import { actorOf, builder } from './builder.js';
 import { Customer } from './customer.js';
 import { markResponseSecret } from './no-store.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
@@ -55,6 +55,6 @@ builder.mutationFields((t) => ({
     type: CustomerAccessTokensRevokePayload,
     description: 'Revokes every live token of the customer, at once.',
     args: { input: t.arg({ type: CustomerAccessTokensRevokeInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => revokeCustomerAccessTokens(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => revokeCustomerAccessTokens(ctx.db, ctx.shop.id, input, new Date(), actorOf(ctx))),
   }),
 }));

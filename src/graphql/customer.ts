@@ -2,7 +2,7 @@ import { type Customer as CustomerShape, customersByIds, findCustomer, listCusto
 import { listActivitiesOfCustomers, listShopActivities } from '../domain/ledger/index.js';
 import { upsertCustomer } from '../domain/program/index.js';
 import { Activity } from './activity.js';
-import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
+import { actorOf, BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -93,6 +93,6 @@ builder.mutationFields((t) => ({
     type: CustomerUpsertPayload,
     description: 'Creates a customer, or updates the e-mail and birthday of the one with that shopifyCustomerId.',
     args: { input: t.arg({ type: CustomerInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => upsertCustomer(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => upsertCustomer(ctx.db, ctx.shop.id, input, actorOf(ctx))),
   }),
 }));

@@ -3,7 +3,7 @@ import type { Activity as ActivityShape } from '../domain/ledger/index.js';
 import { cancelDiscountCode, CODE_STATUSES, type DiscountCode as DiscountCodeShape, listDiscountCodesOfCustomers } from '../domain/codes/index.js';
 import { redeemPoints } from '../domain/rewards/index.js';
 import { Activity } from './activity.js';
-import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
+import { actorOf, BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, PAGE_ARGS } from './connections.js';
 import { Customer } from './customer.js';
 import { PointsRedemptionType } from './redemption.js';
@@ -126,6 +126,6 @@ builder.mutationFields((t) => ({
     type: DiscountCodeCancelPayload,
     description: 'Cancels an issued code, its points optionally returned, like POST /pointsRedemptions/{code}/cancel. A used, expired or cancelled code is the userError code_not_issued.',
     args: { input: t.arg({ type: DiscountCodeCancelInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => cancelDiscountCode(ctx.db, ctx.shop.id, input.code, { returnPoints: input.returnPoints ?? false })),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => cancelDiscountCode(ctx.db, ctx.shop.id, input.code, { returnPoints: input.returnPoints ?? false }, actorOf(ctx))),
   }),
 }));

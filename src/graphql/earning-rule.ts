@@ -1,6 +1,6 @@
 import { ACTION_LIMITS, type ActionAward, createEarningRule, deleteEarningRule, EARNING_RULE_TYPES, type EarningRule as EarningRuleShape, listEarningRules, reportAction, updateEarningRule } from '../domain/program/index.js';
 import { Activity } from './activity.js';
-import { builder, STOREFRONT } from './builder.js';
+import { actorOf, builder, STOREFRONT } from './builder.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 const EarningRuleType = builder.enumType('EarningRuleType', { subGraphs: STOREFRONT, values: EARNING_RULE_TYPES });
@@ -75,18 +75,18 @@ builder.mutationFields((t) => ({
   earningRuleCreate: t.field({
     type: EarningRulePayload,
     args: { input: t.arg({ type: EarningRuleCreateInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => createEarningRule(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => createEarningRule(ctx.db, ctx.shop.id, input, actorOf(ctx))),
   }),
   earningRuleUpdate: t.field({
     type: EarningRulePayload,
     args: { input: t.arg({ type: EarningRuleUpdateInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => updateEarningRule(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => updateEarningRule(ctx.db, ctx.shop.id, input, actorOf(ctx))),
   }),
   earningRuleDelete: t.field({
     type: deletePayload('EarningRuleDeletePayload', 'deletedEarningRuleId'),
     description: 'Deletes the rule; what it earned stays (each earn keeps a snapshot of its rule).',
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_root, { id }, ctx) => withUserErrors(() => deleteEarningRule(ctx.db, ctx.shop.id, String(id))),
+    resolve: (_root, { id }, ctx) => withUserErrors(() => deleteEarningRule(ctx.db, ctx.shop.id, String(id), actorOf(ctx))),
   }),
 }));
 

@@ -2,7 +2,7 @@ import type { Customer as CustomerShape } from '../domain/customers/index.js';
 import { type Activity as ActivityShape, changePoints, type PointsOperation } from '../domain/ledger/index.js';
 import { ValidationError } from '../domain/kernel/index.js';
 import { Activity } from './activity.js';
-import { builder } from './builder.js';
+import { actorOf, builder } from './builder.js';
 import { Customer } from './customer.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -47,7 +47,7 @@ for (const [field, payloadName, op, description] of MUTATIONS) {
           if (ctx.staff && !input.note?.trim()) {
             throw new ValidationError('a person\'s points change needs an internal reason in note', [{ path: 'note', message: 'required: why the balance changes' }]);
           }
-          return changePoints(ctx.db, ctx.shop.id, op, input);
+          return changePoints(ctx.db, ctx.shop.id, op, input, actorOf(ctx));
         }),
     }),
   );

@@ -1,6 +1,6 @@
 import { REDEMPTION_TYPES } from '../domain/codes/index.js';
 import { APPLY_PRODUCT_OPTIONS, createPointsRedemption, deletePointsRedemption, DISCOUNT_COMBINATIONS, EXCHANGE_TYPES, EXPIRE_DATE_TYPES, listPointsRedemptions, MINIMUM_REQUIREMENT_TYPES, type PointsRedemption as PointsRedemptionShape, PURCHASE_TYPES, updatePointsRedemption } from '../domain/rewards/index.js';
-import { builder, STOREFRONT } from './builder.js';
+import { actorOf, builder, STOREFRONT } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -118,13 +118,13 @@ builder.mutationFields((t) => ({
     type: pointsRedemptionPayload('PointsRedemptionCreatePayload'),
     description: 'Adds a way to redeem points.',
     args: { input: t.arg({ type: PointsRedemptionInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => createPointsRedemption(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => createPointsRedemption(ctx.db, ctx.shop.id, input, actorOf(ctx))),
   }),
   pointsRedemptionUpdate: t.field({
     type: pointsRedemptionPayload('PointsRedemptionUpdatePayload'),
     description: 'Changes the given fields of a redemption option.',
     args: { input: t.arg({ type: PointsRedemptionUpdateInput, required: true }) },
-    resolve: (_root, { input: { id, ...input } }, ctx) => withUserErrors(() => updatePointsRedemption(ctx.db, ctx.shop.id, String(id), input)),
+    resolve: (_root, { input: { id, ...input } }, ctx) => withUserErrors(() => updatePointsRedemption(ctx.db, ctx.shop.id, String(id), input, actorOf(ctx))),
   }),
   pointsRedemptionDelete: t.field({
     type: deletePayload('PointsRedemptionDeletePayload', 'deletedPointsRedemptionId'),
@@ -132,7 +132,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: PointsRedemptionDeleteInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
-        await deletePointsRedemption(ctx.db, ctx.shop.id, String(input.id));
+        await deletePointsRedemption(ctx.db, ctx.shop.id, String(input.id), actorOf(ctx));
         return { deletedId: String(input.id) };
       }),
   }),

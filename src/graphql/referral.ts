@@ -1,6 +1,6 @@
 import type { Customer as CustomerShape } from '../domain/customers/index.js';
 import { getOrCreateReferralCode, getReferralSettings, listRefereesOfReferrers, type Referee as RefereeShape, referralCodesOf, type ReferralSettings as ReferralSettingsShape, registerReferral, updateReferralSettings } from '../domain/rewards/index.js';
-import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
+import { actorOf, BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, PAGE_ARGS } from './connections.js';
 import { Customer, CustomerInput } from './customer.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
@@ -136,6 +136,6 @@ builder.mutationFields((t) => ({
     type: ShopReferralSettingsUpdatePayload,
     description: 'Sets the points granted to referrer and referee when a referee signs up.',
     args: { input: t.arg({ type: ShopReferralSettingsInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => updateReferralSettings(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => updateReferralSettings(ctx.db, ctx.shop.id, input, actorOf(ctx))),
   }),
 }));

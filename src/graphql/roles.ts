@@ -14,6 +14,8 @@ import { rootFieldNames } from './rate-limit.js';
 export const LEAST_ROLE: Readonly<Record<string, StaffRole>> = {
   'Query.activities': 'viewer',
   'Query.apiKeys': 'owner',
+  // Its before and after values hold people's e-mails and keys' prefixes, which only owners read.
+  'Query.auditLog': 'owner',
   'Query.customer': 'viewer',
   'Query.customers': 'viewer',
   'Query.customerSearch': 'viewer',

@@ -22,6 +22,7 @@ import './customer-access-token.js';
 import './storefront.js';
 import './insights.js';
 import './staff.js';
+import './audit.js';
 import './mail.js';
 
 /** /graphql: the shop's key, the whole API. */

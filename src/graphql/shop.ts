@@ -1,6 +1,6 @@
 import { getShopSettings, type ShopSettings as ShopSettingsShape, updateShopSettings } from '../domain/settings/index.js';
 import { type ApiKeyInfo, createApiKey, listApiKeys, revokeApiKeyOnRequest, type Shop as ShopShape } from '../domain/shops/index.js';
-import { builder } from './builder.js';
+import { actorOf, builder } from './builder.js';
 import { ExpirySettings, ExpirySettingsInput } from './expiry.js';
 import { markResponseSecret } from './no-store.js';
 import { TierSettings, TierSettingsInput } from './tier.js';
@@ -40,6 +40,7 @@ const ShopSettings = builder.objectRef<ShopSettingsShape>('ShopSettings').implem
       description: 'Whether a fully refunded or cancelled order gives back the points of the codes it used (once each); false by default. The codes stay used.',
     }),
     codeWarningDays: t.exposeInt('codeWarningDays', { description: 'Days before a code\'s expiry its redemptions/expiring event goes out; 0 (default): none.' }),
+    auditRetentionDays: t.exposeInt('auditRetentionDays', { description: 'Days an audit log row is kept (auditLog); 365 by default.' }),
   }),
 });
 
@@ -98,6 +99,7 @@ const ShopSettingsInput = builder.inputType('ShopSettingsInput', {
     returnPointsOnCodeExpiry: t.boolean({ required: false, description: 'Let an expired code give its points back.' }),
     returnCodePointsOnRefund: t.boolean({ required: false, description: 'Let a fully refunded or cancelled order give back its codes\' points.' }),
     codeWarningDays: t.int({ required: false, description: '0 to 365; 0: no warning.' }),
+    auditRetentionDays: t.int({ required: false, description: '7 to 3650: days an audit log row is kept.' }),
   }),
 });
 
@@ -144,14 +146,14 @@ builder.mutationFields((t) => ({
       'Changes the given settings. A new rate limit applies at once on the instance that served this, within 30 s on others; ' +
       'a new retention applies at the next purge (hourly).',
     args: { input: t.arg({ type: ShopSettingsInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => updateShopSettings(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => updateShopSettings(ctx.db, ctx.shop.id, input, new Date(), { actor: actorOf(ctx), kind: 'shopSettings.update' })),
   }),
   apiKeyCreate: t.field({
     type: ApiKeyCreatePayload,
     description: 'Creates another API key for the shop; the payload carries the whole key, once.',
     resolve: (_root, _args, ctx) =>
       withUserErrors(async () => {
-        const { apiKey, key } = await createApiKey(ctx.db, ctx.shop.id);
+        const { apiKey, key } = await createApiKey(ctx.db, ctx.shop.id, actorOf(ctx));
         markResponseSecret(ctx);
         return { apiKey: key, key: apiKey };
       }),
@@ -164,7 +166,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: ApiKeyRevokeInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
-        const apiKey = await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, ctx.apiKey);
+        const apiKey = await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, ctx.apiKey, actorOf(ctx));
         await ctx.bus.announceRevocation(apiKey);
         return { apiKey };
       }),

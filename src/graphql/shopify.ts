@@ -1,5 +1,5 @@
 import { getShopifyConnection, listShopifyWebhooks, retryShopifyWebhook, setShopifyConnection, type ShopifyConnection as ShopifyConnectionShape, type ShopifyWebhook as ShopifyWebhookShape } from '../domain/shopify/index.js';
-import { builder } from './builder.js';
+import { actorOf, builder } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { Shop } from './shop.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
@@ -70,7 +70,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: ShopifySettingsInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => ({
-        shopify: await setShopifyConnection(ctx.db, ctx.webhooks.secrets, ctx.shop.id, { shopDomain: input.shopDomain, webhookSecret: input.webhookSecret ?? undefined }),
+        shopify: await setShopifyConnection(ctx.db, ctx.webhooks.secrets, ctx.shop.id, { shopDomain: input.shopDomain, webhookSecret: input.webhookSecret ?? undefined }, actorOf(ctx)),
       })),
   }),
 }));

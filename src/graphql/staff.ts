@@ -3,7 +3,7 @@ import {
   changeStaffPassword, createStaffInvite, createStaffPasswordReset, listStaff, removeStaff, STAFF_ROLES, type StaffLink, staffLinkUrl,
   type StaffMember as StaffMemberShape, updateStaffRole,
 } from '../domain/staff/index.js';
-import { builder, type GraphQLContext } from './builder.js';
+import { actorOf, builder, type GraphQLContext } from './builder.js';
 import { markResponseSecret } from './no-store.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -78,25 +78,25 @@ builder.mutationFields((t) => ({
     type: StaffLinkPayload,
     description: 'A one-time link (72 h) that makes the e-mail a member with the role. Not mailed yet: hand it over yourself.',
     args: { input: t.arg({ type: StaffInviteInput, required: true }) },
-    resolve: (_root, { input }, ctx) => linkOf(ctx, 'invite', () => createStaffInvite(ctx.db, ctx.shop.id, input, ctx.now())),
+    resolve: (_root, { input }, ctx) => linkOf(ctx, 'invite', () => createStaffInvite(ctx.db, ctx.shop.id, input, ctx.now(), actorOf(ctx))),
   }),
   staffPasswordResetLink: t.field({
     type: StaffLinkPayload,
     description: 'A one-time link (1 h) with which the member sets a new password; their sessions then end.',
     args: { input: t.arg({ type: StaffMemberInput, required: true }) },
-    resolve: (_root, { input }, ctx) => linkOf(ctx, 'reset', () => createStaffPasswordReset(ctx.db, ctx.shop.id, input, ctx.now())),
+    resolve: (_root, { input }, ctx) => linkOf(ctx, 'reset', () => createStaffPasswordReset(ctx.db, ctx.shop.id, input, ctx.now(), actorOf(ctx))),
   }),
   staffRoleUpdate: t.field({
     type: StaffRoleUpdatePayload,
     description: 'A member\'s new role, from their next request. The last owner cannot be demoted (last_owner).',
     args: { input: t.arg({ type: StaffRoleUpdateInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(async () => ({ member: await updateStaffRole(ctx.db, ctx.shop.id, input) })),
+    resolve: (_root, { input }, ctx) => withUserErrors(async () => ({ member: await updateStaffRole(ctx.db, ctx.shop.id, input, actorOf(ctx)) })),
   }),
   staffRemove: t.field({
     type: deletePayload('StaffRemovePayload', 'deletedStaffId'),
     description: 'Removes a member from the shop; their open sessions in it end at once. The last owner cannot be removed (last_owner).',
     args: { input: t.arg({ type: StaffMemberInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(async () => ({ deletedId: await removeStaff(ctx.db, ctx.shop.id, input) })),
+    resolve: (_root, { input }, ctx) => withUserErrors(async () => ({ deletedId: await removeStaff(ctx.db, ctx.shop.id, input, actorOf(ctx)) })),
   }),
   staffPasswordChange: t.field({
     type: StaffPasswordChangePayload,

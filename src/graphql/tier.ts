@@ -2,7 +2,7 @@ import {
   clearTierOverride, createTier, type CustomerTier as CustomerTierShape, customerTiers, deleteTier, listTiers, overrideTier, type Tier as TierShape, TIER_METRICS, TIER_WINDOWS,
   type TierOverride as TierOverrideShape, type TierOverrideResult, tierOverrides, tierProgress, type TierProgress as TierProgressShape, type TierSettings as TierSettingsShape, updateTier,
 } from '../domain/program/index.js';
-import { BATCH_ONLY, builder, STOREFRONT } from './builder.js';
+import { actorOf, BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { Customer } from './customer.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -166,30 +166,30 @@ builder.mutationFields((t) => ({
     type: TierPayload,
     description: 'Adds a tier; the shop\'s first starts counting its metric, history included. Every member is evaluated again at once.',
     args: { input: t.arg({ type: TierCreateInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => createTier(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => createTier(ctx.db, ctx.shop.id, input, new Date(), actorOf(ctx))),
   }),
   tierUpdate: t.field({
     type: TierPayload,
     description: 'Changes a tier; every member is evaluated again at once. Orders already earned keep their multiplier.',
     args: { input: t.arg({ type: TierUpdateInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => updateTier(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => updateTier(ctx.db, ctx.shop.id, input, new Date(), actorOf(ctx))),
   }),
   tierDelete: t.field({
     type: deletePayload('TierDeletePayload', 'deletedTierId'),
     description: 'Deletes a tier nobody holds (tier_in_use otherwise).',
     args: { id: t.arg.id({ required: true }) },
-    resolve: (_root, { id }, ctx) => withUserErrors(() => deleteTier(ctx.db, ctx.shop.id, String(id))),
+    resolve: (_root, { id }, ctx) => withUserErrors(() => deleteTier(ctx.db, ctx.shop.id, String(id), new Date(), actorOf(ctx))),
   }),
   customerTierOverride: t.field({
     type: CustomerTierOverridePayload,
     description: 'Holds the customer\'s tier at `tierId` (null: none) until `until`: no upgrade or evaluation moves it meanwhile, and orders earn by its multiplier. A new override replaces the one in force.',
     args: { input: t.arg({ type: CustomerTierOverrideInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => overrideTier(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => overrideTier(ctx.db, ctx.shop.id, input, new Date(), actorOf(ctx))),
   }),
   customerTierOverrideClear: t.field({
     type: CustomerTierOverridePayload,
     description: 'Ends the customer\'s override now: they take the tier their metric reaches (tier_override_not_found when none holds).',
     args: { input: t.arg({ type: CustomerTierOverrideClearInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => clearTierOverride(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => clearTierOverride(ctx.db, ctx.shop.id, input, new Date(), actorOf(ctx))),
   }),
 }));

@@ -1,5 +1,5 @@
 import { createSubscription, deleteSubscription, enableSubscription, listSubscriptions, listWebhookTopics, rotateSigningSecret, updateSubscription, type WebhookSubscription as WebhookSubscriptionShape } from '../domain/webhooks/index.js';
-import { builder } from './builder.js';
+import { actorOf, builder } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { markResponseSecret } from './no-store.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
@@ -123,7 +123,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: WebhookSubscriptionCreateInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
-        const created = withSecret(await createSubscription(ctx.webhooks, ctx.shop.id, input));
+        const created = withSecret(await createSubscription(ctx.webhooks, ctx.shop.id, input, actorOf(ctx)));
         markResponseSecret(ctx);
         return created;
       }),
@@ -133,7 +133,7 @@ builder.mutationFields((t) => ({
     description: 'Changes the callback URL; topic and signing secret stay.',
     args: { input: t.arg({ type: WebhookSubscriptionUpdateInput, required: true }) },
     resolve: (_root, { input: { id, ...input } }, ctx) =>
-      withUserErrors(async () => ({ webhookSubscription: await updateSubscription(ctx.webhooks, ctx.shop.id, String(id), input) })),
+      withUserErrors(async () => ({ webhookSubscription: await updateSubscription(ctx.webhooks, ctx.shop.id, String(id), input, actorOf(ctx)) })),
   }),
   webhookSubscriptionRotateSecret: t.field({
     type: WebhookSubscriptionRotateSecretPayload,
@@ -141,7 +141,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: WebhookSubscriptionRotateSecretInput, required: true }) },
     resolve: (_root, { input: { id, graceHours } }, ctx) =>
       withUserErrors(async () => {
-        const rotated = withSecret(await rotateSigningSecret(ctx.webhooks, ctx.shop.id, String(id), graceHours == null ? {} : { graceHours }));
+        const rotated = withSecret(await rotateSigningSecret(ctx.webhooks, ctx.shop.id, String(id), graceHours == null ? {} : { graceHours }, actorOf(ctx)));
         markResponseSecret(ctx);
         return rotated;
       }),
@@ -151,7 +151,7 @@ builder.mutationFields((t) => ({
     description: 'Re-enables a disabled (or probing) subscription; the deliveries it held are attempted again at once.',
     args: { input: t.arg({ type: WebhookSubscriptionEnableInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
-      withUserErrors(async () => ({ webhookSubscription: await enableSubscription(ctx.db, ctx.shop.id, String(input.id)) })),
+      withUserErrors(async () => ({ webhookSubscription: await enableSubscription(ctx.db, ctx.shop.id, String(input.id), actorOf(ctx)) })),
   }),
   webhookSubscriptionDelete: t.field({
     type: WebhookSubscriptionDeletePayload,
@@ -159,7 +159,7 @@ builder.mutationFields((t) => ({
     args: { input: t.arg({ type: WebhookSubscriptionDeleteInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
-        await deleteSubscription(ctx.db, ctx.shop.id, String(input.id));
+        await deleteSubscription(ctx.db, ctx.shop.id, String(input.id), actorOf(ctx));
         return { deletedId: String(input.id) };
       }),
   }),

@@ -22,6 +22,7 @@ export function registerAdminPage(app: FastifyInstance): void {
       '/admin/admin.js': { body: readFileSync(join(here, 'admin.js')), type: JS },
       '/admin/settings.js': { body: readFileSync(join(here, 'settings.js')), type: JS },
       '/admin/webhooks.js': { body: readFileSync(join(here, 'webhooks.js')), type: JS },
+      '/admin/audit.js': { body: readFileSync(join(here, 'audit.js')), type: JS },
       '/admin/admin.css': { body: readFileSync(join(here, 'admin.css')), type: CSS },
     },
     // Everything from this origin; the session's cookie and CSRF token go nowhere else.

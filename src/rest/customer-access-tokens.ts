@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
+import { apiKeyActor } from '../domain/audit/index.js';
 import { createCustomerAccessToken, revokeCustomerAccessTokens } from '../domain/customers/index.js';
 
 /** The REST twins of customerAccessTokenCreate and customerAccessTokensRevoke, for the shop's backend. */
@@ -13,6 +14,6 @@ export function registerCustomerAccessTokenRoutes(app: FastifyInstance, db: DB):
   app.post('/customerAccessTokens/revoke', async (request) => ({
     success: true,
     message: 'Customer access tokens revoked',
-    ...(await revokeCustomerAccessTokens(db, request.shop!.id, request.body)),
+    ...(await revokeCustomerAccessTokens(db, request.shop!.id, request.body, new Date(), apiKeyActor(request.apiKey!))),
   }));
 }

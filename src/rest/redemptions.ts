@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { DB } from '../db/database.js';
+import { apiKeyActor } from '../domain/audit/index.js';
 import { cancelDiscountCode } from '../domain/codes/index.js';
 import { pagePointsRedemptions, redeemPoints } from '../domain/rewards/index.js';
 import { emptyBodyIsNoBody } from './optional-body.js';
@@ -17,7 +18,7 @@ export function registerRedemptionRoutes(app: FastifyInstance, db: DB): void {
     return { success: true, message: 'Points redeemed', discountCode: discountCode.code };
   });
   app.post<WithCode>('/pointsRedemptions/:code/cancel', { onRequest: emptyBodyIsNoBody }, async (request) => {
-    const { discountCode, activity } = await cancelDiscountCode(db, request.shop!.id, request.params.code, request.body);
+    const { discountCode, activity } = await cancelDiscountCode(db, request.shop!.id, request.params.code, request.body, apiKeyActor(request.apiKey!));
     return { success: true, message: activity ? 'Discount code cancelled; its points were returned' : 'Discount code cancelled', discountCode, activity };
   });
 }

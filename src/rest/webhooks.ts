@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { apiKeyActor } from '../domain/audit/index.js';
 import { createSubscription, deleteSubscription, enableSubscription, getDelivery, listDeliveries, listSubscriptions, listWebhookTopics, requestReplay, rotateSigningSecret, updateSubscription, type WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import { emptyBodyIsNoBody } from './optional-body.js';
 
@@ -15,7 +16,7 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookSubscri
   }));
 
   const create = async (request: FastifyRequest, reply: FastifyReply) => {
-    const subscription = await createSubscription(deps, request.shop!.id, request.body);
+    const subscription = await createSubscription(deps, request.shop!.id, request.body, apiKeyActor(request.apiKey!));
     return reply.code(201).header('cache-control', 'no-store').send({ success: true, message: 'Webhook subscription created; keep the signing secret, it is shown only now', subscription });
   };
   app.post('/webhooks/subscriptions', create);
@@ -28,22 +29,22 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookSubscri
   });
 
   app.put<WithId>('/webhooks/subscriptions/:id', async (request) => {
-    const subscription = await updateSubscription(deps, request.shop!.id, request.params.id, request.body);
+    const subscription = await updateSubscription(deps, request.shop!.id, request.params.id, request.body, apiKeyActor(request.apiKey!));
     return { success: true, message: 'Webhook subscription updated', subscription };
   });
 
   app.post<WithId>('/webhooks/subscriptions/:id/rotate-secret', { onRequest: emptyBodyIsNoBody }, async (request, reply) => {
-    const subscription = await rotateSigningSecret(deps, request.shop!.id, request.params.id, request.body);
+    const subscription = await rotateSigningSecret(deps, request.shop!.id, request.params.id, request.body, apiKeyActor(request.apiKey!));
     return reply.code(201).header('cache-control', 'no-store').send({ success: true, message: 'Signing secret rotated; keep the new secret, it is shown only now', subscription });
   });
 
   app.post<WithId>('/webhooks/subscriptions/:id/enable', { onRequest: emptyBodyIsNoBody }, async (request) => {
-    const subscription = await enableSubscription(db, request.shop!.id, request.params.id);
+    const subscription = await enableSubscription(db, request.shop!.id, request.params.id, apiKeyActor(request.apiKey!));
     return { success: true, message: 'Webhook subscription enabled; held deliveries are being sent', subscription };
   });
 
   app.delete<WithId>('/webhooks/subscriptions/:id', { onRequest: emptyBodyIsNoBody }, async (request) => {
-    await deleteSubscription(db, request.shop!.id, request.params.id);
+    await deleteSubscription(db, request.shop!.id, request.params.id, apiKeyActor(request.apiKey!));
     return { success: true, message: 'Webhook subscription deleted; its delivery records are kept' };
   });
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import { inTransaction } from '../../db/transaction.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { NotFoundError, parseInput } from '../kernel/index.js';
 import type { Activity } from '../ledger/index.js';
 import { codeNotIssued, endCode, lockCode, returnCodePoints } from './code-states.js';
@@ -22,7 +23,7 @@ export type CodeCancelled = { discountCode: DiscountCode; activity: Activity | n
  * the ledger entry and their events commit together, under the code's row lock, so a racing order,
  * expiry or second cancellation finds the code ended (409 code_not_issued) and returns nothing twice.
  */
-export async function cancelDiscountCode(db: DB, shopId: string, code: unknown, input: unknown): Promise<CodeCancelled> {
+export async function cancelDiscountCode(db: DB, shopId: string, code: unknown, input: unknown, actor?: Actor): Promise<CodeCancelled> {
   const { code: text } = parseInput(codeParams, { code });
   const { returnPoints } = parseInput(codeCancelSchema, input ?? {});
   return inTransaction(db, async (trx) => {
@@ -31,6 +32,13 @@ export async function cancelDiscountCode(db: DB, shopId: string, code: unknown, 
     const ended = await endCode(trx, row, { status: 'cancelled', at: new Date() });
     if (!ended.changed) throw codeNotIssued(row);
     const returned = returnPoints ? await returnCodePoints(trx, ended.row, `Code ${row.code} cancelled`) : undefined;
-    return { discountCode: returned?.code ?? toDiscountCode(ended.row), activity: returned?.activity ?? null };
+    const discountCode = returned?.code ?? toDiscountCode(ended.row);
+    await recordAudit(trx, shopId, actor, {
+      kind: 'discountCode.cancel',
+      subject: { type: 'discountCode', id: row.id },
+      before: { code: row.code, status: toDiscountCode(row).status },
+      after: { code: row.code, status: discountCode.status, pointsReturned: returned?.activity ? returned.activity.newPoints - returned.activity.oldPoints : 0 },
+    });
+    return { discountCode, activity: returned?.activity ?? null };
   });
 }

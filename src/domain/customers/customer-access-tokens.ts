@@ -3,7 +3,8 @@ import { sql } from 'kysely';
 import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import { type PurgeOptions, purgeExpiredRows } from '../../db/purge.js';
-import type { Queryable } from '../../db/transaction.js';
+import { inTransaction, type Queryable } from '../../db/transaction.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { newId, parseInput, randomString, sha256 } from '../kernel/index.js';
 import type { Shop } from '../shops/index.js';
 import { type Customer, customerIdentifierSchema, getCustomer, toCustomer } from './customers.js';
@@ -48,18 +49,22 @@ export async function createCustomerAccessToken(db: Queryable, shopId: string, i
 export const customerAccessTokensRevokeInputSchema = z.strictObject({ customerIdentifier: customerIdentifierSchema });
 
 /** Revokes every live token of the customer (a logout everywhere, a compromised device); returns how many. */
-export async function revokeCustomerAccessTokens(db: Queryable, shopId: string, input: unknown, now = new Date()): Promise<{ revokedCount: number }> {
+export async function revokeCustomerAccessTokens(db: DB, shopId: string, input: unknown, now = new Date(), actor?: Actor): Promise<{ revokedCount: number }> {
   const data = parseInput(customerAccessTokensRevokeInputSchema, input);
-  const customer = await getCustomer(db, shopId, data.customerIdentifier);
-  const rows = await db
-    .updateTable('customer_access_tokens')
-    .set({ revoked_at: now })
-    .where('customer_id', '=', customer.id)
-    .where('revoked_at', 'is', null)
-    .where('expires_at', '>', now)
-    .returning('id')
-    .execute();
-  return { revokedCount: rows.length };
+  return inTransaction(db, async (trx) => {
+    const customer = await getCustomer(trx, shopId, data.customerIdentifier);
+    const rows = await trx
+      .updateTable('customer_access_tokens')
+      .set({ revoked_at: now })
+      .where('customer_id', '=', customer.id)
+      .where('revoked_at', 'is', null)
+      .where('expires_at', '>', now)
+      .returning('id')
+      .execute();
+    // The tokens themselves never: how many ended is the change.
+    await recordAudit(trx, shopId, actor, { kind: 'customerAccessTokens.revoke', subject: { type: 'customer', id: customer.id }, after: { revokedCount: rows.length } }, now);
+    return { revokedCount: rows.length };
+  });
 }
 
 /** A token's holder with its shop, as one query reads them for each storefront request. */

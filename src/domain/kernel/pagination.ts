@@ -44,11 +44,12 @@ export function decodeTimeCursor(cursor: string): { at: Date; id: string } {
 
 /**
  * Rows past a newest-first time cursor, as a row comparison on the (created_at, id) columns of the
- * query: an index range, where `created_at < x or (created_at = x and id < y)` is only a filter.
+ * query (or (`column`, id)): an index range, where `created_at < x or (created_at = x and id < y)`
+ * is only a filter.
  */
-export function beforeTimeCursor(cursor: string): RawBuilder<boolean> {
+export function beforeTimeCursor(cursor: string, column = 'created_at'): RawBuilder<boolean> {
   const { at, id } = decodeTimeCursor(cursor);
-  return sql<boolean>`(created_at, id) < (${at}, ${id})`;
+  return sql<boolean>`(${sql.ref(column)}, id) < (${at}, ${id})`;
 }
 
 export function invalidCursor(): ValidationError {

@@ -4,6 +4,7 @@ import type { DB } from '../../db/database.js';
 import type { ActionLimit, EarningRuleRow, EarningRuleType } from '../../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
 import { ConflictError, formatMoney, isId, newId, NotFoundError, parseInput, parseMoney, RuleViolationError, ValidationError } from '../kernel/index.js';
+import { type Actor, changedFields, recordAudit } from '../audit/index.js';
 import { MAX_AMOUNT } from '../ledger/index.js';
 import { startBirthdayRun } from './birthday-run.js';
 
@@ -161,7 +162,7 @@ function translateActionConflict(err: unknown, action: string | null | undefined
   throw err;
 }
 
-export async function createEarningRule(db: DB, shopId: string, input: unknown): Promise<{ earningRule: EarningRule }> {
+export async function createEarningRule(db: DB, shopId: string, input: unknown, actor?: Actor): Promise<{ earningRule: EarningRule }> {
   const fields = parseInput(earningRuleCreateSchema, input);
   return inTransaction(db, async (trx) => {
     const currency = await changingProgram(trx, shopId);
@@ -174,11 +175,13 @@ export async function createEarningRule(db: DB, shopId: string, input: unknown):
       .executeTakeFirstOrThrow()
       .catch((err) => translateActionConflict(err, fields.action));
     if (row.type === 'birthday') await startBirthdayRun(trx, shopId);
-    return { earningRule: toEarningRule(row, currency) };
+    const earningRule = toEarningRule(row, currency);
+    await recordAudit(trx, shopId, actor, { kind: 'earningRule.create', subject: { type: 'earningRule', id: row.id }, after: earningRule });
+    return { earningRule };
   });
 }
 
-export async function updateEarningRule(db: DB, shopId: string, input: unknown): Promise<{ earningRule: EarningRule }> {
+export async function updateEarningRule(db: DB, shopId: string, input: unknown, actor?: Actor): Promise<{ earningRule: EarningRule }> {
   const { id, ...patch } = parseInput(earningRuleUpdateSchema, input);
   return inTransaction(db, async (trx) => {
     const currency = await changingProgram(trx, shopId);
@@ -198,16 +201,19 @@ export async function updateEarningRule(db: DB, shopId: string, input: unknown):
       .executeTakeFirstOrThrow()
       .catch((err) => translateActionConflict(err, fields.action));
     if (row.type === 'birthday') await startBirthdayRun(trx, shopId);
-    return { earningRule: toEarningRule(row, currency) };
+    const earningRule = toEarningRule(row, currency);
+    await recordAudit(trx, shopId, actor, { kind: 'earningRule.update', subject: { type: 'earningRule', id }, ...changedFields(current, earningRule) });
+    return { earningRule };
   });
 }
 
 /** Deletes a rule. What it earned stays: every earn keeps a snapshot of its rule. */
-export async function deleteEarningRule(db: DB, shopId: string, id: string): Promise<{ deletedId: string }> {
+export async function deleteEarningRule(db: DB, shopId: string, id: string, actor?: Actor): Promise<{ deletedId: string }> {
   return inTransaction(db, async (trx) => {
     const row = await getRuleRow(trx, shopId, id, true);
-    await changingProgram(trx, shopId);
+    const currency = await changingProgram(trx, shopId);
     await trx.deleteFrom('earning_rules').where('id', '=', row.id).execute();
+    await recordAudit(trx, shopId, actor, { kind: 'earningRule.delete', subject: { type: 'earningRule', id: row.id }, before: toEarningRule(row, currency) });
     return { deletedId: row.id };
   });
 }

@@ -1,14 +1,28 @@
 import type { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import { inTransaction, type Trx } from '../../db/transaction.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { type Customer, customerInputSchema, saveCustomerIn } from '../customers/index.js';
 import { parseInput } from '../kernel/index.js';
 import { awardSignUp } from './rule-awards.js';
 
 /** Creates the customer, or updates e-mail and birthday of the one with that shopifyCustomerId. */
-export async function upsertCustomer(db: DB, shopId: string, input: unknown): Promise<{ customer: Customer; created: boolean }> {
+export async function upsertCustomer(db: DB, shopId: string, input: unknown, actor?: Actor): Promise<{ customer: Customer; created: boolean }> {
   const data = parseInput(customerInputSchema, input);
-  return inTransaction(db, (trx) => upsertCustomerIn(trx, shopId, data));
+  return inTransaction(db, async (trx) => {
+    const before = actor
+      ? await trx.selectFrom('customers').select(['email', 'birthday']).where('shop_id', '=', shopId).where('shopify_customer_id', '=', data.shopifyCustomerId).forUpdate().executeTakeFirst()
+      : undefined;
+    const saved = await upsertCustomerIn(trx, shopId, data);
+    const { email, birthday, points } = saved.customer;
+    await recordAudit(trx, shopId, actor, {
+      kind: saved.created ? 'customer.create' : 'customer.update',
+      subject: { type: 'customer', id: saved.customer._id },
+      before: before ?? null,
+      after: { shopifyCustomerId: data.shopifyCustomerId, email, birthday, points },
+    });
+    return saved;
+  });
 }
 
 /**

@@ -4,6 +4,7 @@ import type { DB } from '../../db/database.js';
 import type { CustomerRow } from '../../db/schema.js';
 import { inTransaction, type Trx } from '../../db/transaction.js';
 import { customerIdentifierSchema, getCustomer, toCustomer, type Customer } from '../customers/index.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { announceOutboxWrite, type DueWork, failedItems, parseInput, RuleViolationError, runClaimedInBatches, ValidationError } from '../kernel/index.js';
 import { readProgram, type TierOverride, tierNotFound, toTier } from './tiers.js';
 
@@ -34,7 +35,7 @@ export type TierOverrideResult = { customer: Customer; tierOverride: TierOverrid
 
 type EndReason = 'override_cleared' | 'override_ended';
 
-export async function overrideTier(db: DB, shopId: string, input: unknown, now = new Date()): Promise<TierOverrideResult> {
+export async function overrideTier(db: DB, shopId: string, input: unknown, now = new Date(), actor?: Actor): Promise<TierOverrideResult> {
   const fields = parseInput(overrideSchema, input);
   if (fields.until.getTime() <= now.getTime()) {
     const message = 'until must be in the future: the override ends then';
@@ -59,20 +60,33 @@ export async function overrideTier(db: DB, shopId: string, input: unknown, now =
         values (new_event_id(), ${shopId}, 'tiers/changed', tier_event(${customer.id}, ${member.tier_id}, ${tierId}, 'override') || jsonb_build_object('until', ${fields.until.toISOString()}::text))`.execute(trx);
       announceOutboxWrite(trx);
     }
+    await recordAudit(trx, shopId, actor, {
+      kind: 'tierOverride.set',
+      subject: { type: 'customer', id: customer.id },
+      before: { tierId: member.tier_id, until: member.override_until, reason: member.override_reason },
+      after: { tierId, until: fields.until, reason },
+    }, now);
     const program = await readProgram(trx, shopId);
     return { customer: toCustomer(customer), tierOverride: { tier: tier ? toTier(tier, program) : null, until: fields.until, reason, createdAt: now } };
   });
 }
 
 /** Ends the customer's override now; they take the tier their metric reaches. */
-export async function clearTierOverride(db: DB, shopId: string, input: unknown, now = new Date()): Promise<TierOverrideResult> {
+export async function clearTierOverride(db: DB, shopId: string, input: unknown, now = new Date(), actor?: Actor): Promise<TierOverrideResult> {
   const { customerIdentifier } = parseInput(clearSchema, input);
   return inTransaction(db, async (trx) => {
     await shareTierShop(trx, shopId);
     const customer = await getCustomer(trx, shopId, customerIdentifier);
-    await lockMember(trx, customer);
+    const member = await lockMember(trx, customer);
     const ended = await endOverrides(trx, [customer.id], now, 'override_cleared');
     if (!ended) throw new RuleViolationError('tier_override_not_found', 'the customer\'s tier is not overridden (it may have ended meanwhile)', ['customerIdentifier']);
+    const after = await trx.selectFrom('tier_members').select('tier_id').where('customer_id', '=', customer.id).executeTakeFirstOrThrow();
+    await recordAudit(trx, shopId, actor, {
+      kind: 'tierOverride.clear',
+      subject: { type: 'customer', id: customer.id },
+      before: { tierId: member.tier_id, until: member.override_until, reason: member.override_reason },
+      after: { tierId: after.tier_id, until: null, reason: null },
+    }, now);
     return { customer: toCustomer(customer), tierOverride: null };
   });
 }

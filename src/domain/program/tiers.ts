@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
 import { customerIdentifierSchema, getCustomer } from '../customers/index.js';
+import { type Actor, changedFields, recordAudit } from '../audit/index.js';
 import { ConflictError, type DueWork, formatMoney, newId, nextDay, NotFoundError, parseInput, parseMoney, RuleViolationError, shopPeriods, ValidationError } from '../kernel/index.js';
 import { MAX_AMOUNT } from '../ledger/index.js';
 import { MULTIPLIER_ONE } from '../orders/index.js';
@@ -145,7 +146,7 @@ function translateConflict(err: unknown): never {
   throw err;
 }
 
-export async function createTier(db: DB, shopId: string, input: unknown, now = new Date()): Promise<{ tier: Tier }> {
+export async function createTier(db: DB, shopId: string, input: unknown, now = new Date(), actor?: Actor): Promise<{ tier: Tier }> {
   const fields = parseInput(tierFieldsSchema, input);
   return inTransaction(db, async (trx) => {
     const program = await lockProgram(trx, shopId);
@@ -166,14 +167,17 @@ export async function createTier(db: DB, shopId: string, input: unknown, now = n
     await checkLadder(trx, shopId);
     if (!program.tiersOn) await startKeepingMetric(trx, shopId);
     await evaluateNow(trx, shopId, now);
-    return { tier: toTier(row, program) };
+    const tier = toTier(row, program);
+    await recordAudit(trx, shopId, actor, { kind: 'tier.create', subject: { type: 'tier', id: row.id }, after: tier }, now);
+    return { tier };
   });
 }
 
-export async function updateTier(db: DB, shopId: string, input: unknown, now = new Date()): Promise<{ tier: Tier }> {
+export async function updateTier(db: DB, shopId: string, input: unknown, now = new Date(), actor?: Actor): Promise<{ tier: Tier }> {
   const { id, ...patch } = parseInput(tierUpdateSchema, input);
   return inTransaction(db, async (trx) => {
     const program = await lockProgram(trx, shopId);
+    const prior = await trx.selectFrom('tiers').selectAll().where('id', '=', id).where('shop_id', '=', shopId).executeTakeFirst();
     const row = await trx
       .updateTable('tiers')
       .set({
@@ -187,10 +191,12 @@ export async function updateTier(db: DB, shopId: string, input: unknown, now = n
       .returningAll()
       .executeTakeFirst()
       .catch(translateConflict);
-    if (!row) throw tierNotFound(id);
+    if (!row || !prior) throw tierNotFound(id);
     await checkLadder(trx, shopId);
     await evaluateNow(trx, shopId, now);
-    return { tier: toTier(row, program) };
+    const tier = toTier(row, program);
+    await recordAudit(trx, shopId, actor, { kind: 'tier.update', subject: { type: 'tier', id }, ...changedFields(toTier(prior, program), tier) }, now);
+    return { tier };
   });
 }
 
@@ -198,10 +204,10 @@ export async function updateTier(db: DB, shopId: string, input: unknown, now = n
  * A tier nobody holds can go. One held is refused: its holders would fall on the spot, which
  * only the daily evaluation may do. Raise its threshold out of reach, and delete it the day after.
  */
-export async function deleteTier(db: DB, shopId: string, id: string, now = new Date()): Promise<{ deletedId: string }> {
+export async function deleteTier(db: DB, shopId: string, id: string, now = new Date(), actor?: Actor): Promise<{ deletedId: string }> {
   return inTransaction(db, async (trx) => {
-    await lockProgram(trx, shopId);
-    const tier = await trx.selectFrom('tiers').select('id').where('id', '=', id).where('shop_id', '=', shopId).executeTakeFirst();
+    const program = await lockProgram(trx, shopId);
+    const tier = await trx.selectFrom('tiers').selectAll().where('id', '=', id).where('shop_id', '=', shopId).executeTakeFirst();
     if (!tier) throw tierNotFound(id);
     const held = await trx.selectFrom('tier_members').select((eb) => eb.fn.countAll<number>().as('n')).where('tier_id', '=', id).executeTakeFirstOrThrow();
     if (Number(held.n) > 0) {
@@ -219,6 +225,7 @@ export async function deleteTier(db: DB, shopId: string, id: string, now = new D
     const left = await trx.selectFrom('tiers').select('id').where('shop_id', '=', shopId).limit(1).executeTakeFirst();
     if (left) await evaluateNow(trx, shopId, now);
     else await stopKeepingMetric(trx, shopId);
+    await recordAudit(trx, shopId, actor, { kind: 'tier.delete', subject: { type: 'tier', id }, before: toTier(tier, program) }, now);
     return { deletedId: id };
   });
 }

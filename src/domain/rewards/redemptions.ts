@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import type { PointsRedemptionRow } from '../../db/schema.js';
 import { inTransaction, type Queryable } from '../../db/transaction.js';
+import { type Actor, changedFields, recordAudit } from '../audit/index.js';
 import { type Customer, customerIdentifierSchema, type CustomerKey, customerPageQuerySchema, getCustomer, lockCustomer } from '../customers/index.js';
 import { decodeCursor, encodeCursor, invalidCursor, isId, newId, NotFoundError, offsetOf, type Page, type PageArgs, parseInput, recordEvent, RuleViolationError, ValidationError } from '../kernel/index.js';
 import { type Activity, applyBalanceChange, MAX_AMOUNT } from '../ledger/index.js';
@@ -220,21 +221,25 @@ async function getOptionRow(db: Queryable, shopId: string, id: string, field: st
   return row;
 }
 
-export async function createPointsRedemption(db: DB, shopId: string, input: unknown): Promise<{ pointsRedemption: PointsRedemption }> {
+export async function createPointsRedemption(db: DB, shopId: string, input: unknown, actor?: Actor): Promise<{ pointsRedemption: PointsRedemption }> {
   const { sortIndex, ...values } = parseInput(pointsRedemptionInputSchema, input);
-  const row = await db
-    .insertInto('points_redemptions')
-    .values({
-      id: newId(),
-      shop_id: shopId,
-      ...toColumns(values),
-      // Appended after the shop's last option unless a position is given.
-      sort_index:
-        sortIndex ?? sql<number>`(select coalesce(max(sort_index) + 1, 0) from points_redemptions where shop_id = ${shopId})`,
-    })
-    .returningAll()
-    .executeTakeFirstOrThrow();
-  return { pointsRedemption: toPointsRedemption(row, null) };
+  return inTransaction(db, async (trx) => {
+    const row = await trx
+      .insertInto('points_redemptions')
+      .values({
+        id: newId(),
+        shop_id: shopId,
+        ...toColumns(values),
+        // Appended after the shop's last option unless a position is given.
+        sort_index:
+          sortIndex ?? sql<number>`(select coalesce(max(sort_index) + 1, 0) from points_redemptions where shop_id = ${shopId})`,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    const pointsRedemption = toPointsRedemption(row, null);
+    await recordAudit(trx, shopId, actor, { kind: 'pointsRedemption.create', subject: { type: 'pointsRedemption', id: row.id }, after: pointsRedemption });
+    return { pointsRedemption };
+  });
 }
 
 export async function updatePointsRedemption(
@@ -242,6 +247,7 @@ export async function updatePointsRedemption(
   shopId: string,
   id: string,
   input: unknown,
+  actor?: Actor,
 ): Promise<{ pointsRedemption: PointsRedemption }> {
   const patch = parseInput(pointsRedemptionUpdateSchema, input);
   return inTransaction(db, async (trx) => {
@@ -257,16 +263,20 @@ export async function updatePointsRedemption(
       .where('id', '=', current._id)
       .returningAll()
       .executeTakeFirstOrThrow();
-    return { pointsRedemption: toPointsRedemption(row, null) };
+    const pointsRedemption = toPointsRedemption(row, null);
+    await recordAudit(trx, shopId, actor, { kind: 'pointsRedemption.update', subject: { type: 'pointsRedemption', id: row.id }, ...changedFields(current, pointsRedemption) });
+    return { pointsRedemption };
   });
 }
 
 /** Deletes an option. Codes issued from it stay valid: they carry their own type and value. */
-export async function deletePointsRedemption(db: DB, shopId: string, id: string): Promise<{ pointsRedemption: PointsRedemption }> {
+export async function deletePointsRedemption(db: DB, shopId: string, id: string, actor?: Actor): Promise<{ pointsRedemption: PointsRedemption }> {
   return inTransaction(db, async (trx) => {
     const row = await getOptionRow(trx, shopId, id, 'id', true);
     await trx.deleteFrom('points_redemptions').where('id', '=', row.id).execute();
-    return { pointsRedemption: toPointsRedemption(row, null) };
+    const pointsRedemption = toPointsRedemption(row, null);
+    await recordAudit(trx, shopId, actor, { kind: 'pointsRedemption.delete', subject: { type: 'pointsRedemption', id: row.id }, before: pointsRedemption });
+    return { pointsRedemption };
   });
 }
 

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
 import { type Customer, customerIdentifierSchema, customerInputSchema, type CustomerKey, customerPageQuerySchema, findCustomer, getCustomer, lockCustomer, toCustomer } from '../customers/index.js';
+import type { Actor } from '../audit/index.js';
 import { ConflictError, newId, NotFoundError, type Page, type PageArgs, pageBySeq, pageOfKeys, pagesBySeq, parseInput, randomString, READABLE_ALPHABET, recordEvent, RuleViolationError, type SeqList } from '../kernel/index.js';
 import { applyBalanceChange, nextBalance } from '../ledger/index.js';
 import { upsertCustomerIn } from '../program/index.js';
@@ -207,8 +208,8 @@ export async function getReferralSettings(db: Queryable, shopId: string): Promis
 }
 
 /** The referral part of updateShopSettings (GraphQL shopReferralSettingsUpdate). */
-export async function updateReferralSettings(db: DB, shopId: string, input: unknown): Promise<{ referralSettings: ReferralSettings }> {
-  const { settings } = await updateShopSettings(db, shopId, parseInput(referralSettingsInputSchema, input));
+export async function updateReferralSettings(db: DB, shopId: string, input: unknown, actor?: Actor): Promise<{ referralSettings: ReferralSettings }> {
+  const { settings } = await updateShopSettings(db, shopId, parseInput(referralSettingsInputSchema, input), new Date(), { actor, kind: 'referralSettings.update' });
   return { referralSettings: { referrerPoints: settings.referrerPoints, refereePoints: settings.refereePoints } };
 }
 

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import type { ShopsTable } from '../../db/schema.js';
 import { inTransaction, type Queryable } from '../../db/transaction.js';
+import { type Actor, changedFields, recordAudit } from '../audit/index.js';
 import { startTimezonePeriod } from '../insights/index.js';
 import { currencySchema, NotFoundError, parseInput, retrySetAside, RuleViolationError, validationErrorFrom } from '../kernel/index.js';
 import { MAX_AMOUNT } from '../ledger/index.js';
@@ -41,6 +42,8 @@ export type ShopSettings = {
   returnCodePointsOnRefund: boolean;
   /** Days before a code's expiry its redemptions/expiring event goes out; 0 (default): none. */
   codeWarningDays: number;
+  /** Days an audit log row is kept (default 365). */
+  auditRetentionDays: number;
 };
 
 /** Wide enough for any real shop, narrow enough that a typo cannot switch the limit off. */
@@ -49,6 +52,8 @@ export const RATE_LIMIT_BOUNDS = { min: 1, max: 10_000 } as const;
 export const WEBHOOK_RETENTION_DAYS_BOUNDS = { min: 1, max: 90 } as const;
 /** Longer than any return window; points held longer are a promise, not a balance. */
 export const PENDING_DAYS_MAX = 365;
+/** A week to notice a change at least; ten years at most (the database's check says the same). */
+export const AUDIT_RETENTION_DAYS_BOUNDS = { min: 7, max: 3650 } as const;
 
 export function isTimeZone(zone: string): boolean {
   try {
@@ -108,6 +113,7 @@ export const shopSettingsInputSchema = z.strictObject({
   returnPointsOnCodeExpiry: z.boolean().optional(),
   returnCodePointsOnRefund: z.boolean().optional(),
   codeWarningDays: z.number().int().min(0).max(365).optional(),
+  auditRetentionDays: z.number().int().min(AUDIT_RETENTION_DAYS_BOUNDS.min).max(AUDIT_RETENTION_DAYS_BOUNDS.max).optional(),
 });
 
 // Bumped by every settings change in this process, so caches of settings (the rate limiter's
@@ -139,6 +145,7 @@ const COLUMNS = [
   'return_points_on_code_expiry',
   'return_code_points_on_refund',
   'code_warning_days',
+  'audit_retention_days',
   'shopify_connected_at',
   'created_at',
 ] as const;
@@ -160,6 +167,7 @@ function toSettings(row: Pick<Selectable<ShopsTable>, (typeof COLUMNS)[number]>)
     returnPointsOnCodeExpiry: row.return_points_on_code_expiry,
     returnCodePointsOnRefund: row.return_code_points_on_refund,
     codeWarningDays: row.code_warning_days,
+    auditRetentionDays: row.audit_retention_days,
   };
 }
 
@@ -173,8 +181,17 @@ export async function getShopSettings(db: Queryable, shopId: string): Promise<Sh
   return toSettings(row);
 }
 
-/** The one writer of shop settings (GraphQL shopSettingsUpdate and shopReferralSettingsUpdate); `now` is when it takes effect. */
-export async function updateShopSettings(db: DB, shopId: string, input: unknown, now = new Date()): Promise<{ settings: ShopSettings }> {
+/**
+ * The one writer of shop settings (GraphQL shopSettingsUpdate and shopReferralSettingsUpdate); `now`
+ * is when it takes effect. With an actor, the fields that changed are audited as `kind`.
+ */
+export async function updateShopSettings(
+  db: DB,
+  shopId: string,
+  input: unknown,
+  now = new Date(),
+  audit?: { actor: Actor | undefined; kind: string },
+): Promise<{ settings: ShopSettings }> {
   const data = parseInput(shopSettingsInputSchema, input);
   const changes = {
     referral_referrer_points: data.referrerPoints,
@@ -196,6 +213,7 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown,
     return_points_on_code_expiry: data.returnPointsOnCodeExpiry,
     return_code_points_on_refund: data.returnCodePointsOnRefund,
     code_warning_days: data.codeWarningDays,
+    audit_retention_days: data.auditRetentionDays,
   };
   // What an order earns depends on these: an instance's cached program is stale (order-first-states.ts).
   const programChanges =
@@ -207,6 +225,7 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown,
     // Insights' days: a new zone's start from now on (insights.ts); read before the zone changes.
     if (changes.timezone !== undefined) await startTimezonePeriod(trx, shopId, changes.timezone, now);
     // Locked FOR UPDATE before it is read: switchExpiryMode needs that lock, and two changes of mode (or of tier metric) wait for each other.
+    const prior = audit?.actor ? await trx.selectFrom('shops').select(COLUMNS).where('id', '=', shopId).forUpdate().executeTakeFirst() : undefined;
     const before = data.expiry || data.tiers ? await trx.selectFrom('shops').select(['expiry_mode', 'tier_metric']).where('id', '=', shopId).forUpdate().executeTakeFirst() : undefined;
     // Kysely leaves undefined values out of the SET list: omitted fields keep their value.
     const after = await trx.updateTable('shops').set({ ...changes, ...programChanges }).where('id', '=', shopId).returning(COLUMNS).executeTakeFirst();
@@ -217,6 +236,7 @@ export async function updateShopSettings(db: DB, shopId: string, input: unknown,
     }
     if (before && before.expiry_mode !== after.expiry_mode) await switchExpiryMode(trx, shopId, after.expiry_mode as ExpirySettings['mode'], now);
     if (before && data.tiers) await changeTierSettings(trx, shopId, before, after, now);
+    if (prior && audit) await recordAudit(trx, shopId, audit.actor, { kind: audit.kind, subject: { type: 'shop', id: shopId }, ...changedFields(toSettings(prior), toSettings(after)) }, now);
     return after;
   });
   generation++;

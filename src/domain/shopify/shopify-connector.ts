@@ -6,7 +6,8 @@ import type { DB } from '../../db/database.js';
 import { GROUP_COMMIT, groupCommit } from '../../db/group-commit.js';
 import { lastTimeKey, purgeInBatches, type PurgeOptions, type TimeKey } from '../../db/purge.js';
 import type { ShopifyInboxRow, ShopifyInboxTable } from '../../db/schema.js';
-import type { Queryable, Trx } from '../../db/transaction.js';
+import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { customerInputSchema } from '../customers/index.js';
 import { ConflictError, decodeCursor, DomainError, type DueWork, encodeCursor, failedItems, type FailingItems, failingItems, invalidCursor, newId, NotFoundError, type Page, type PageArgs, parseInput, pathToUnstorable, retrySetAside, RuleViolationError, runClaimed, type SecretBox, UnauthenticatedError, UNSTORABLE_MESSAGE, validationErrorFrom } from '../kernel/index.js';
 import { upsertOrder } from '../orders/index.js';
@@ -59,7 +60,7 @@ export async function getShopifyConnection(db: Queryable, shopId: string): Promi
 }
 
 /** Connects the shop to its Shopify store; the secret is sealed (SecretBox) and never shown again. */
-export async function setShopifyConnection(db: DB, secrets: SecretBox, shopId: string, input: unknown): Promise<ShopifyConnection> {
+export async function setShopifyConnection(db: DB, secrets: SecretBox, shopId: string, input: unknown, actor?: Actor): Promise<ShopifyConnection> {
   const data = parseInput(shopifyConnectionInputSchema, input);
   const changes = {
     shopify_domain: data.shopDomain,
@@ -68,12 +69,20 @@ export async function setShopifyConnection(db: DB, secrets: SecretBox, shopId: s
     ...(data.webhookSecret !== undefined ? { shopify_webhook_secret: secrets.seal(data.webhookSecret, sealContext(shopId)) } : {}),
   };
   try {
-    await db.updateTable('shops').set(changes).where('id', '=', shopId).execute();
+    return await inTransaction(db, async (trx) => {
+      // Locked before it is read: the before is the value this change replaces.
+      await trx.selectFrom('shops').select('id').where('id', '=', shopId).forUpdate().execute();
+      const before = await getShopifyConnection(trx, shopId);
+      await trx.updateTable('shops').set(changes).where('id', '=', shopId).execute();
+      const after = await getShopifyConnection(trx, shopId);
+      // The secret itself never: whether one is set is the change.
+      await recordAudit(trx, shopId, actor, { kind: 'shopifySettings.update', subject: { type: 'shop', id: shopId }, before, after });
+      return after;
+    });
   } catch (err) {
     if ((err as { code?: unknown }).code === '23505') throw new ConflictError('shopify_domain_taken', `${data.shopDomain} is connected to another shop`, ['shopDomain']);
     throw err;
   }
-  return getShopifyConnection(db, shopId);
 }
 
 const sealContext = (shopId: string) => `shopify-webhook-secret:${shopId}`;

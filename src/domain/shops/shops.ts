@@ -1,7 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { DB } from '../../db/database.js';
-import type { Queryable } from '../../db/transaction.js';
+import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { ConflictError, newId, NotFoundError, parseInput, randomString, RuleViolationError, sha256, singleFlight } from '../kernel/index.js';
 
 export type Shop = { id: string; name: string; createdAt: Date };
@@ -69,7 +70,9 @@ export async function findShop(db: Queryable, idOrName: string): Promise<Shop> {
   throw new NotFoundError('shop_not_found', `no shop with id or name "${idOrName}"`);
 }
 
-export async function createApiKey(db: Queryable, shopId: string): Promise<{ apiKey: string; key: ApiKeyInfo }> {
+export async function createApiKey(db: Queryable, shopId: string, actor?: Actor): Promise<{ apiKey: string; key: ApiKeyInfo }> {
+  // Audited in the key's own transaction.
+  if (actor && !db.isTransaction) return inTransaction(db as DB, (trx) => createApiKey(trx, shopId, actor));
   await getShop(db, shopId);
   const prefix = randomString(10, LOWER_ALNUM);
   const apiKey = `lk_${prefix}_${randomString(40, ALNUM)}`;
@@ -78,7 +81,9 @@ export async function createApiKey(db: Queryable, shopId: string): Promise<{ api
     .values({ id: newId(), shop_id: shopId, prefix, key_hash: sha256(apiKey).toString('hex'), revoked_at: null })
     .returning(['id', 'prefix', 'created_at', 'revoked_at'])
     .executeTakeFirstOrThrow();
-  return { apiKey, key: { id: row.id, prefix: row.prefix, createdAt: row.created_at, revokedAt: row.revoked_at } };
+  const key = { id: row.id, prefix: row.prefix, createdAt: row.created_at, revokedAt: row.revoked_at };
+  if (actor) await recordAudit(db as Trx, shopId, actor, { kind: 'apiKey.create', subject: { type: 'apiKey', id: row.id }, after: { prefix: `lk_${row.prefix}` } });
+  return { apiKey, key };
 }
 
 /**
@@ -86,16 +91,23 @@ export async function createApiKey(db: Queryable, shopId: string): Promise<{ api
  * (not a transaction), the key stops working in this process as this resolves; every other
  * process stops trusting it within API_KEY_CACHE_TTL_MS, or at once when told (forgetApiKey).
  */
-export async function revokeApiKey(db: Queryable, shopId: string, prefixOrKey: string): Promise<ApiKeyInfo> {
+export async function revokeApiKey(db: DB, shopId: string, prefixOrKey: string, actor?: Actor): Promise<ApiKeyInfo> {
   const prefix = prefixOrKey.replace(/^lk_/, '').slice(0, 10);
-  const row = await db
-    .updateTable('api_keys')
-    // Revoking again keeps the time of the first revocation.
-    .set((eb) => ({ revoked_at: eb.fn.coalesce('revoked_at', eb.val(new Date())) }))
-    .where('shop_id', '=', shopId)
-    .where('prefix', '=', prefix)
-    .returning(['id', 'prefix', 'created_at', 'revoked_at'])
-    .executeTakeFirst();
+  const row = await inTransaction(db, async (trx) => {
+    const before = await trx.selectFrom('api_keys').select('revoked_at').where('shop_id', '=', shopId).where('prefix', '=', prefix).forUpdate().executeTakeFirst();
+    const after = await trx
+      .updateTable('api_keys')
+      // Revoking again keeps the time of the first revocation.
+      .set((eb) => ({ revoked_at: eb.fn.coalesce('revoked_at', eb.val(new Date())) }))
+      .where('shop_id', '=', shopId)
+      .where('prefix', '=', prefix)
+      .returning(['id', 'prefix', 'created_at', 'revoked_at'])
+      .executeTakeFirst();
+    if (after && before) {
+      await recordAudit(trx, shopId, actor, { kind: 'apiKey.revoke', subject: { type: 'apiKey', id: after.id }, before: { prefix: `lk_${prefix}`, revokedAt: before.revoked_at }, after: { prefix: `lk_${prefix}`, revokedAt: after.revoked_at } });
+    }
+    return after;
+  });
   forgetApiKey(db, prefix);
   if (!row) throw new NotFoundError('api_key_not_found', `shop ${shopId} has no key with prefix ${prefix}`);
   return { id: row.id, prefix: row.prefix, createdAt: row.created_at, revokedAt: row.revoked_at };
@@ -114,12 +126,12 @@ export const apiKeyRevokeInputSchema = z.strictObject({
  * signed in), which cannot revoke itself: a shop cannot lock itself out by mistake. To rotate, create a key, switch to it,
  * and revoke the old one with the new one.
  */
-export async function revokeApiKeyOnRequest(db: Queryable, shopId: string, input: unknown, requestKey: ApiKeyRef | null): Promise<ApiKeyInfo> {
+export async function revokeApiKeyOnRequest(db: DB, shopId: string, input: unknown, requestKey: ApiKeyRef | null, actor?: Actor): Promise<ApiKeyInfo> {
   const { prefix } = parseInput(apiKeyRevokeInputSchema, input);
   if (requestKey?.prefix === prefix) {
     throw new RuleViolationError('api_key_in_use', 'a key cannot revoke itself: revoke it with another of the shop\'s keys', ['prefix']);
   }
-  return revokeApiKey(db, shopId, prefix);
+  return revokeApiKey(db, shopId, prefix, actor);
 }
 
 export async function listApiKeys(db: Queryable, shopId: string): Promise<ApiKeyInfo[]> {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import type { Queryable, Trx } from '../../db/transaction.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { NotFoundError, parseInput, RuleViolationError, UnauthenticatedError } from '../kernel/index.js';
 import type { Shop } from '../shops/index.js';
 import { checkPassword, hashPassword, passwordSchema } from './passwords.js';
@@ -85,26 +86,32 @@ async function lockMembers(trx: Trx, shopId: string, staffId: string) {
   return { member, owners: rows.filter((r) => r.role === 'owner').length };
 }
 
+async function emailOf(trx: Trx, staffId: string): Promise<string> {
+  return (await trx.selectFrom('staff_accounts').select('email').where('id', '=', staffId).executeTakeFirstOrThrow()).email;
+}
+
 const lastOwner = () => new RuleViolationError('last_owner', 'the shop\'s last owner cannot be removed or demoted: make someone else owner first', ['staffId']);
 
 /** A new role, effective from the member's next request (sessions read the role each time). */
-export async function updateStaffRole(db: DB, shopId: string, input: unknown): Promise<StaffMember> {
+export async function updateStaffRole(db: DB, shopId: string, input: unknown, actor?: Actor): Promise<StaffMember> {
   const { staffId, role } = parseInput(roleUpdateSchema, input);
   await db.transaction().execute(async (trx) => {
     const { member, owners } = await lockMembers(trx, shopId, staffId);
     if (member.role === 'owner' && role !== 'owner' && owners === 1) throw lastOwner();
     await trx.updateTable('staff_memberships').set({ role }).where('shop_id', '=', shopId).where('staff_id', '=', staffId).execute();
+    await recordAudit(trx, shopId, actor, { kind: 'staff.roleUpdate', subject: { type: 'staff', id: staffId }, before: { email: await emailOf(trx, staffId), role: member.role }, after: { role } });
   });
   return (await listStaff(db, shopId)).find((m) => m.staffId === staffId)!;
 }
 
 /** Removes a person from the shop; their sessions in it end with the membership (foreign key), at once. */
-export async function removeStaff(db: DB, shopId: string, input: unknown): Promise<string> {
+export async function removeStaff(db: DB, shopId: string, input: unknown, actor?: Actor): Promise<string> {
   const { staffId } = parseInput(memberSchema, input);
   await db.transaction().execute(async (trx) => {
     const { member, owners } = await lockMembers(trx, shopId, staffId);
     if (member.role === 'owner' && owners === 1) throw lastOwner();
     await trx.deleteFrom('staff_memberships').where('shop_id', '=', shopId).where('staff_id', '=', staffId).execute();
+    await recordAudit(trx, shopId, actor, { kind: 'staff.remove', subject: { type: 'staff', id: staffId }, before: { email: await emailOf(trx, staffId), role: member.role } });
   });
   return staffId;
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import type { Trx } from '../../db/transaction.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { ConflictError, newId, parseInput, randomString, RuleViolationError, sha256, UnauthenticatedError } from '../kernel/index.js';
 import { getShop } from '../shops/index.js';
 import { emailSchema, roleSchema, staffMemberOf, storePassword } from './accounts.js';
@@ -27,7 +28,7 @@ export function staffLinkUrl(base: string, kind: 'invite' | 'reset', link: Staff
 const inviteSchema = z.strictObject({ email: emailSchema, role: roleSchema });
 
 /** A one-time link that makes `email` a member of the shop with `role`, once, for 72 hours. */
-export async function createStaffInvite(db: DB, shopId: string, input: unknown, now: Date): Promise<StaffLink> {
+export async function createStaffInvite(db: DB, shopId: string, input: unknown, now: Date, actor?: Actor): Promise<StaffLink> {
   const { email, role } = parseInput(inviteSchema, input);
   await getShop(db, shopId);
   const member = await db
@@ -38,18 +39,28 @@ export async function createStaffInvite(db: DB, shopId: string, input: unknown, 
     .where('a.email', '=', email)
     .executeTakeFirst();
   if (member) throw new ConflictError('already_member', `${email} is already a member of this shop`, ['email']);
-  return insertLink(db, { kind: 'invite', shop_id: shopId, email, role, staff_id: null }, new Date(now.getTime() + INVITE_TTL_MS));
+  const expiresAt = new Date(now.getTime() + INVITE_TTL_MS);
+  return db.transaction().execute(async (trx) => {
+    const link = await insertLink(trx, { kind: 'invite', shop_id: shopId, email, role, staff_id: null }, expiresAt);
+    await recordAudit(trx, shopId, actor, { kind: 'staff.invite', subject: { type: 'invite', id: email }, after: { email, role, expiresAt } }, now);
+    return link;
+  });
 }
 
 /** A one-time link, for an hour, that sets a new password for one of the shop's people. */
-export async function createStaffPasswordReset(db: DB, shopId: string, input: unknown, now: Date): Promise<StaffLink> {
+export async function createStaffPasswordReset(db: DB, shopId: string, input: unknown, now: Date, actor?: Actor): Promise<StaffLink> {
   const staffId = await staffMemberOf(db, shopId, input);
-  return insertLink(db, { kind: 'reset', shop_id: shopId, email: null, role: null, staff_id: staffId }, new Date(now.getTime() + RESET_TTL_MS));
+  const expiresAt = new Date(now.getTime() + RESET_TTL_MS);
+  return db.transaction().execute(async (trx) => {
+    const link = await insertLink(trx, { kind: 'reset', shop_id: shopId, email: null, role: null, staff_id: staffId }, expiresAt);
+    await recordAudit(trx, shopId, actor, { kind: 'staff.passwordResetLink', subject: { type: 'staff', id: staffId }, after: { expiresAt } }, now);
+    return link;
+  });
 }
 
 type LinkRow = { kind: 'invite' | 'reset'; shop_id: string; email: string | null; role: StaffRole | null; staff_id: string | null };
 
-async function insertLink(db: DB, row: LinkRow, expiresAt: Date): Promise<StaffLink> {
+async function insertLink(db: Trx, row: LinkRow, expiresAt: Date): Promise<StaffLink> {
   const token = `${row.kind === 'invite' ? 'si' : 'sr'}_${randomString(43, ALNUM)}`;
   await db.insertInto('staff_link_tokens').values({ id: newId(), token_hash: sha256(token).toString('hex'), ...row, expires_at: expiresAt }).execute();
   return { token, expiresAt };

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import type { WebhookSubscriptionRow, WebhookSubscriptionStatus } from '../../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
+import { type Actor, changedFields, recordAudit } from '../audit/index.js';
 import { beforeTimeCursor, ConflictError, encodeTimeCursor, EVENT_TOPICS, isId, newId, NotFoundError, type Page, type PageArgs, parseInput, type SecretBox, ValidationError } from '../kernel/index.js';
 import { cancelSubscriptionDeliveries, resumeSubscriptionDeliveries } from './webhook-deliveries.js';
 
@@ -122,6 +123,7 @@ export async function createSubscription(
   deps: WebhookSubscriptionDeps,
   shopId: string,
   input: unknown,
+  actor?: Actor,
 ): Promise<WebhookSubscriptionWithSecret> {
   const data = parseInput(webhookSubscriptionCreateSchema, input);
   const callbackUrl = await checkedCallbackUrl(deps, data.callbackUrl);
@@ -135,7 +137,9 @@ export async function createSubscription(
         .returningAll()
         .executeTakeFirstOrThrow();
       await insertSecret(trx, deps.secrets, row.id, signingSecret, now);
-      return { ...toWebhookSubscription(row), signingSecret };
+      const subscription = toWebhookSubscription(row);
+      await recordAudit(trx, shopId, actor, { kind: 'webhookSubscription.create', subject: { type: 'webhookSubscription', id: row.id }, after: subscription }, now);
+      return { ...subscription, signingSecret };
     });
   } catch (err) {
     throw translateDuplicate(err);
@@ -161,32 +165,33 @@ export async function updateSubscription(
   shopId: string,
   id: string,
   input: unknown,
+  actor?: Actor,
 ): Promise<WebhookSubscription> {
   subscriptionId(id);
   const data = parseInput(webhookSubscriptionUpdateSchema, input);
   const callbackUrl = await checkedCallbackUrl(deps, data.callbackUrl);
   try {
-    return await resume(deps.db, shopId, id, { callback_url: callbackUrl });
+    return await resume(deps.db, shopId, id, { callback_url: callbackUrl }, { actor, kind: 'webhookSubscription.update' });
   } catch (err) {
     throw translateDuplicate(err);
   }
 }
 
 /** Re-enables a disabled (or probing) endpoint: what it held is due again at once. */
-export async function enableSubscription(db: DB, shopId: string, id: string): Promise<WebhookSubscription> {
+export async function enableSubscription(db: DB, shopId: string, id: string, actor?: Actor): Promise<WebhookSubscription> {
   subscriptionId(id);
-  return resume(db, shopId, id, {});
+  return resume(db, shopId, id, {}, { actor, kind: 'webhookSubscription.enable' });
 }
 
 /**
  * Sets the subscription healthy (enabled, no failures counted), with `changes`; if it was probing
  * or disabled, the deliveries it held become due at once.
  */
-async function resume(db: DB, shopId: string, id: string, changes: { callback_url?: string }): Promise<WebhookSubscription> {
+async function resume(db: DB, shopId: string, id: string, changes: { callback_url?: string }, audit: { actor: Actor | undefined; kind: string }): Promise<WebhookSubscription> {
   return inTransaction(db, async (trx) => {
     const before = await trx
       .selectFrom('webhook_subscriptions')
-      .select('status')
+      .selectAll()
       .where('id', '=', id)
       .where('shop_id', '=', shopId)
       .forUpdate()
@@ -200,7 +205,9 @@ async function resume(db: DB, shopId: string, id: string, changes: { callback_ur
       .returningAll()
       .executeTakeFirstOrThrow();
     if (before.status !== 'enabled') await resumeSubscriptionDeliveries(trx, shopId, id, now);
-    return toWebhookSubscription(row);
+    const subscription = toWebhookSubscription(row);
+    await recordAudit(trx, shopId, audit.actor, { kind: audit.kind, subject: { type: 'webhookSubscription', id }, ...changedFields(toWebhookSubscription(before), subscription) }, now);
+    return subscription;
   });
 }
 
@@ -214,6 +221,7 @@ export async function rotateSigningSecret(
   shopId: string,
   id: string,
   input: unknown,
+  actor?: Actor,
 ): Promise<WebhookSubscriptionWithSecret> {
   subscriptionId(id);
   // No body is no options; a body of `null` is not an object, and refused like any other.
@@ -246,6 +254,8 @@ export async function rotateSigningSecret(
       .where('id', '=', id)
       .returningAll()
       .executeTakeFirstOrThrow();
+    // The secrets themselves never reach the log: only when the old ones stop being accepted.
+    await recordAudit(trx, shopId, actor, { kind: 'webhookSubscription.rotateSecret', subject: { type: 'webhookSubscription', id }, after: { previousSecretValidUntil: validUntil } }, now);
     return { ...toWebhookSubscription(row), signingSecret };
   });
 }
@@ -277,16 +287,17 @@ export async function validSigningSecrets(
 }
 
 /** Removes the subscription and its secrets and cancels what it still had to send; its delivery records stay. */
-export async function deleteSubscription(db: DB, shopId: string, id: string): Promise<void> {
+export async function deleteSubscription(db: DB, shopId: string, id: string, actor?: Actor): Promise<void> {
   subscriptionId(id);
   await inTransaction(db, async (trx) => {
     const row = await trx
       .deleteFrom('webhook_subscriptions')
       .where('id', '=', id)
       .where('shop_id', '=', shopId)
-      .returning('id')
+      .returningAll()
       .executeTakeFirst();
     if (!row) throw subscriptionNotFound(id);
     await cancelSubscriptionDeliveries(trx, shopId, id, new Date());
+    await recordAudit(trx, shopId, actor, { kind: 'webhookSubscription.delete', subject: { type: 'webhookSubscription', id }, before: toWebhookSubscription(row) });
   });
 }

@@ -12,7 +12,7 @@ const dates = new Intl.DateTimeFormat('en-US', { dateStyle: 'medium', timeStyle:
 const SECTIONS = ['sign-in', 'accept', 'reset', 'customers', 'customer'];
 
 const state = { session: null, customer: null, ledgerAfter: null };
-/** The screens of the other scripts (settings.js, webhooks.js): #/<name>/<arg> shows SCREENS[name](arg). */
+/** The screens of the other scripts (settings.js, webhooks.js, audit.js): #/<name>/<arg> shows SCREENS[name](arg). */
 const SCREENS = {};
 
 // --- Talking to the server -------------------------------------------------------------------
