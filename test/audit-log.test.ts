@@ -179,10 +179,12 @@ describe('the audit log', () => {
     expect(revoke.status).toBe(200);
     const shopify = await t.graphql(shop.apiKey, `mutation { shopifySettingsUpdate(input: { shopDomain: "audit-secrets.myshopify.com", webhookSecret: "shpss_very_secret_value" }) { userErrors { message } } }`);
     expect(shopify.data.shopifySettingsUpdate.userErrors).toEqual([]);
+    const mail = await t.graphql(shop.apiKey, `mutation { shopMailSettingsUpdate(input: { smtpHost: "smtp.example.com", smtpUser: "shop", smtpPassword: "smtp_very_secret_value" }) { userErrors { message } } }`);
+    expect(mail.data.shopMailSettingsUpdate.userErrors).toEqual([]);
 
     const rows = await log(t, shop);
     expect(rows.map((r) => r.kind).sort()).toEqual(
-      ['apiKey.create', 'customerAccessTokens.revoke', 'shopifySettings.update', 'staff.invite', 'webhookSubscription.create', 'webhookSubscription.rotateSecret'].sort(),
+      ['apiKey.create', 'customerAccessTokens.revoke', 'mailSettings.update', 'shopifySettings.update', 'staff.invite', 'webhookSubscription.create', 'webhookSubscription.rotateSecret'].sort(),
     );
     const text = JSON.stringify(rows);
     const secrets = [
@@ -193,6 +195,7 @@ describe('the audit log', () => {
       new URL(invite.data.staffInvite.link).hash.replace('#token=', ''),
       (await token.json()).accessToken,
       'shpss_very_secret_value',
+      'smtp_very_secret_value',
     ];
     for (const secret of secrets) {
       expect(secret.length).toBeGreaterThan(8);
@@ -201,6 +204,10 @@ describe('the audit log', () => {
     const hashes = await t.app.database.db.selectFrom('api_keys').select('key_hash').where('shop_id', '=', shop.shopId).execute();
     for (const { key_hash } of hashes) expect(text).not.toContain(key_hash);
     expect(rows.find((r) => r.kind === 'shopifySettings.update')!.after).toEqual({ shopDomain: 'audit-secrets.myshopify.com', webhookSecretSet: true });
+    expect(rows.find((r) => r.kind === 'mailSettings.update')).toMatchObject({
+      before: { smtpHost: '', smtpUser: null, passwordSet: false },
+      after: { smtpHost: 'smtp.example.com', smtpUser: 'shop', passwordSet: true, passwordChanged: true },
+    });
   });
 
   it('many concurrent points changes by people and keys: every ledger entry has its audit row, and only those', async () => {

@@ -2,7 +2,7 @@ import {
   getMailSettings, listMailSuppressions, type MailSettings, type MailSuppression as MailSuppressionShape, type MailTestResult, testShopMail,
   updateMailSettings,
 } from '../domain/mail/index.js';
-import { builder } from './builder.js';
+import { actorOf, builder } from './builder.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 type SettingsShape = MailSettings & { shopId: string };
@@ -104,7 +104,7 @@ builder.mutationFields((t) => ({
       withUserErrors(async () => {
         // GraphQL's null and "left out" differ only for the password (null removes it); elsewhere null keeps the value.
         const changes = Object.fromEntries(Object.entries(input).filter(([key, value]) => value !== null || key === 'smtpPassword' || key === 'smtpUser'));
-        return { shopMailSettings: { ...(await updateMailSettings(ctx.db, ctx.mail.secrets, ctx.shop.id, changes, ctx.now())), shopId: ctx.shop.id } };
+        return { shopMailSettings: { ...(await updateMailSettings(ctx.db, ctx.mail.secrets, ctx.shop.id, changes, ctx.now(), actorOf(ctx))), shopId: ctx.shop.id } };
       }),
   }),
   shopMailTest: t.field({

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import type { ShopMailSettingsRow } from '../../db/schema.js';
-import type { Queryable } from '../../db/transaction.js';
+import type { DB } from '../../db/database.js';
+import { inTransaction, type Queryable } from '../../db/transaction.js';
+import { type Actor, changedFields, recordAudit } from '../audit/index.js';
 import { parseInput, type SecretBox } from '../kernel/index.js';
 import { MAIL_KINDS, type MailKind } from './templates.js';
 
@@ -75,7 +77,7 @@ export type MailSettingsInput = z.input<typeof mailSettingsInputSchema>;
  * Changes what the input names and keeps the rest. Switching sending on needs a server and a
  * sender address: a shop cannot turn on e-mails that could only fail.
  */
-export async function updateMailSettings(db: Queryable, secrets: SecretBox, shopId: string, raw: unknown, now: Date): Promise<MailSettings> {
+export async function updateMailSettings(db: DB, secrets: SecretBox, shopId: string, raw: unknown, now: Date, actor?: Actor): Promise<MailSettings> {
   const input = parseInput(mailSettingsInputSchema, raw);
   const current = await getMailSettings(db, shopId);
   const next = {
@@ -96,12 +98,21 @@ export async function updateMailSettings(db: Queryable, secrets: SecretBox, shop
     });
   }
   const password = input.smtpPassword === undefined ? {} : { smtp_password_sealed: input.smtpPassword ? secrets.seal(input.smtpPassword, passwordContext(shopId)) : null };
-  await db
-    .insertInto('shop_mail_settings')
-    .values({ shop_id: shopId, ...next, ...password })
-    .onConflict((oc) => oc.column('shop_id').doUpdateSet({ ...next, ...password }))
-    .execute();
-  return getMailSettings(db, shopId);
+  return inTransaction(db, async (trx) => {
+    await trx
+      .insertInto('shop_mail_settings')
+      .values({ shop_id: shopId, ...next, ...password })
+      .onConflict((oc) => oc.column('shop_id').doUpdateSet({ ...next, ...password }))
+      .execute();
+    const after = await getMailSettings(trx, shopId);
+    // A new password is recorded as changed, never as itself.
+    const { updatedAt: _before, ...was } = current;
+    const { updatedAt: _after, ...is } = after;
+    const change = changedFields(was, is);
+    if (input.smtpPassword !== undefined) Object.assign(change.after, { passwordChanged: true });
+    await recordAudit(trx, shopId, actor, { kind: 'mailSettings.update', subject: { type: 'shop', id: shopId }, ...change }, now);
+    return after;
+  });
 }
 
 /** The shop's settings with its password opened, its name and time zone; undefined for a shop that never saved any. */
