@@ -1,5 +1,5 @@
 /**
- * The idle wait of a polling loop (outbox relay, delivery worker): `sleep(ms)` ends after `ms`, or
+ * The idle wait of a polling loop (outbox relay, delivery worker, shop lanes): `sleep(ms)` ends after `ms`, or
  * at once when `wake()` is called (new work announced, or the loop stopping). A wake while nobody
  * sleeps is a no-op: loops keep their own "something happened meanwhile" flag.
  */

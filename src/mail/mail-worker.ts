@@ -6,7 +6,7 @@ import {
 } from '../domain/mail/index.js';
 import type { OutboxHandler } from '../events/outbox-relay.js';
 import { batched } from '../events/batched.js';
-import { wakeableSleep } from '../events/wakeable-sleep.js';
+import { shopLanes } from '../events/shop-lanes.js';
 import type { Logger } from '../logger.js';
 
 /**
@@ -60,15 +60,10 @@ export function createMailWorker(options: MailWorkerOptions): MailWorker {
   // A send waits at most for connecting, the greeting, and the answers to the envelope and the
   // data (each bounded by the time-out); the lease outlasts all of that with room for the record.
   const leaseMs = 6 * timeoutMs + 5_000;
-  const lanes = new Map<string, Promise<void>>();
   // One pooled transport per shop, replaced when its settings change.
   const transports = new Map<string, { updatedAt: number; transport: MailTransport }>();
   // Sends that finish together are recorded in one statement: a round trip per batch, not per e-mail.
   const recordSent = batched<SentMail>((items) => recordMailsSent(db, items));
-  const idle = wakeableSleep();
-  let running = false;
-  let loop: Promise<void> | undefined;
-
   function transportFor(settings: OpenMailSettings): MailTransport {
     const at = settings.updatedAt?.getTime() ?? 0;
     const held = transports.get(settings.shopId);
@@ -117,7 +112,7 @@ export function createMailWorker(options: MailWorkerOptions): MailWorker {
           claiming = undefined;
         }));
     const slot = async () => {
-      while (running) {
+      while (lanes.running) {
         let next = claimed.shift();
         if (!next) {
           if (!(await claimMore())) return;
@@ -142,45 +137,23 @@ export function createMailWorker(options: MailWorkerOptions): MailWorker {
     for (const message of claimed.splice(0)) await returnMail(db, message, new Date(now()));
   }
 
-  async function run(): Promise<void> {
-    while (running) {
-      try {
-        const free = maxLanes - lanes.size;
-        if (free > 0) {
-          for (const shopId of await shopsWithDueMail(db, new Date(now()), [...lanes.keys()], free)) {
-            lanes.set(
-              shopId,
-              lane(shopId)
-                .catch((err) => logger.error({ err, shopId }, 'mail lane failed; its messages wait for their lease'))
-                .finally(() => {
-                  lanes.delete(shopId);
-                  idle.wake();
-                }),
-            );
-          }
-        }
-      } catch (err) {
-        logger.error({ err }, 'the mail worker could not read its queue; retrying');
-      }
-      await idle.sleep(pollMs);
-    }
-  }
+  const lanes = shopLanes({
+    name: 'mail',
+    logger,
+    maxLanes,
+    pollMs,
+    dueShops: (busy, free) => shopsWithDueMail(db, new Date(now()), busy, free),
+    lane,
+  });
 
   return {
-    outboxHandler: { name: 'mail', inTransaction: (trx, events) => queueMail(trx, events, new Date(now())), afterCommit: () => idle.wake() },
-    start() {
-      if (running) return;
-      running = true;
-      loop = run();
-    },
+    outboxHandler: { name: 'mail', inTransaction: (trx, events) => queueMail(trx, events, new Date(now())), afterCommit: () => lanes.wake() },
+    start: () => lanes.start(),
     async stop() {
-      running = false;
-      idle.wake();
-      await loop;
-      await Promise.all(lanes.values());
+      await lanes.stop();
       for (const { transport } of transports.values()) transport.close();
       transports.clear();
     },
-    wake: () => idle.wake(),
+    wake: () => lanes.wake(),
   };
 }

@@ -6,7 +6,7 @@ import {
   recordWebhookRegistration, rescheduleSyncJob, returnSyncJob, SHOPIFY_TOPICS, shopsWithDueJobs, type SyncJob, unsyncCode,
 } from '../domain/shopify/index.js';
 import type { OutboxHandler } from '../events/outbox-relay.js';
-import { wakeableSleep } from '../events/wakeable-sleep.js';
+import { shopLanes } from '../events/shop-lanes.js';
 import type { Logger } from '../logger.js';
 import { adminClient, type AdminClient, ShopifyAdminError, type StoreUrls } from './client.js';
 import {
@@ -74,10 +74,6 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
   // and a creation), each waiting for the bucket and then for Shopify: its lease outlasts all that.
   const leaseMs = CLAIM_AHEAD_MS + 2 * (MAX_BUCKET_WAIT_MS + timeoutMs) + timeoutMs;
   const throttle = new ShopThrottle();
-  const lanes = new Map<string, Promise<void>>();
-  const idle = wakeableSleep();
-  let running = false;
-  let loop: Promise<void> | undefined;
 
   const tokenFor = (connection: OpenAdminConnection) => adminToken(db, secrets, urls, connection, now(), timeoutMs);
 
@@ -90,7 +86,7 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
       if (wait === 0) break;
       if (wait > MAX_BUCKET_WAIT_MS) throw new ShopifyAdminError('throttled', "the shop's bucket is spent");
       await new Promise((resolve) => setTimeout(resolve, wait));
-      if (!running) throw new ShopifyAdminError('unavailable', 'the worker is stopping');
+      if (!lanes.running) throw new ShopifyAdminError('unavailable', 'the worker is stopping');
     }
     try {
       const { data, cost } = await client.request<T>(operation.query, variables);
@@ -272,7 +268,7 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
         claiming = undefined;
       }));
     const slot = async () => {
-      while (running) {
+      while (lanes.running) {
         if (claimed.length <= perShop && !drained) {
           const pending = claimMore();
           if (claimed.length === 0) await pending;
@@ -290,45 +286,21 @@ export function createShopifySyncWorker(options: ShopifySyncOptions): ShopifySyn
     if (failed) throw failed.reason;
   }
 
-  async function run(): Promise<void> {
-    while (running) {
-      try {
-        const free = maxLanes - lanes.size;
-        if (free > 0) {
-          const busy = [...lanes.keys(), ...throttle.spent(JOB_COST, now())];
-          for (const shopId of await shopsWithDueJobs(db, new Date(now()), busy, free)) {
-            lanes.set(
-              shopId,
-              lane(shopId)
-                .catch((err) => logger.error({ err, shopId }, 'Shopify sync lane failed; its jobs wait for their lease'))
-                .finally(() => {
-                  lanes.delete(shopId);
-                  idle.wake();
-                }),
-            );
-          }
-        }
-      } catch (err) {
-        logger.error({ err }, 'Shopify sync could not read its queue; retrying');
-      }
-      await idle.sleep(pollMs);
-    }
-  }
+  const lanes = shopLanes({
+    name: 'Shopify sync',
+    logger,
+    maxLanes,
+    pollMs,
+    // A shop whose bucket pays for no job now gets no lane until it does.
+    dueShops: (busy, free) => shopsWithDueJobs(db, new Date(now()), [...busy, ...throttle.spent(JOB_COST, now())], free),
+    lane,
+  });
 
   return {
-    outboxHandler: { name: 'shopify-sync', inTransaction: (trx, events) => queueCodeSync(trx, events), afterCommit: () => idle.wake() },
-    start() {
-      if (running) return;
-      running = true;
-      loop = run();
-    },
-    async stop() {
-      running = false;
-      idle.wake();
-      await loop;
-      await Promise.all(lanes.values());
-    },
-    wake: () => idle.wake(),
+    outboxHandler: { name: 'shopify-sync', inTransaction: (trx, events) => queueCodeSync(trx, events), afterCommit: () => lanes.wake() },
+    start: () => lanes.start(),
+    stop: () => lanes.stop(),
+    wake: () => lanes.wake(),
     tokenFor,
   };
 }
