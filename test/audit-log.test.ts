@@ -1,9 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_ATTEMPTS } from '../src/domain/kernel/scheduling.js';
 import { cliDatabase, movableClock, startTestApp, type TestApp } from './helpers.js';
-import { member, staffGraphql } from './staff-helpers.js';
+import { member, PASSWORD, staffGraphql } from './staff-helpers.js';
 import { until as eventually } from './live-helpers.js';
+import { connectedShop } from './shopify-sync-helpers.js';
+import { createShopifyAdminStandIn, type ShopifyAdminStandIn } from './support/shopify-admin.js';
+import { type Receiver, startReceiver } from './webhook-receiver.js';
 
 /**
  * Issue 35, item 4: the audit log (docs/console.md "Audit log"). Every change by a person or an
@@ -239,6 +243,114 @@ describe('the audit log', () => {
     expect(rows.filter((r) => r.actorKind === 'staff').length).toBe(20);
     expect(rows.filter((r) => r.actorKind === 'staff').every((r) => r.actorLabel === 'support-audit@example.com' && r.after.note === 'goodwill')).toBe(true);
   });
+});
+
+describe('the audit log of connections, retries, replays, referrals, actions and redemptions', () => {
+  let t: TestApp;
+  let shopify: ShopifyAdminStandIn;
+  let receiver: Receiver;
+  beforeAll(async () => {
+    shopify = await createShopifyAdminStandIn();
+    receiver = await startReceiver();
+    t = await startTestApp({ SECRETS_KEY: randomBytes(32).toString('hex'), RATE_LIMIT_PER_MINUTE: '100000', WEBHOOK_ALLOWED_HOSTS: 'localhost', SHOPIFY_ADMIN_BASE_URL: `${shopify.url}/stores/{shop}` });
+  });
+  afterAll(async () => {
+    await t?.stop();
+    await receiver?.close();
+    await shopify?.close();
+  });
+
+  it('records each change once, by the person or key that made it, with its subject and no secret; repeats and the shop backend\'s redemptions record nothing', async () => {
+    const shop = await t.shop('Audit gaps');
+    const owner = await member(t, shop.shopId, 'owner-gaps@example.com', 'owner');
+    const { rewardId } = await connectedShop(t.url, shopify, shop, 'audit-gaps');
+    await createRule(t, shop, 'Review');
+    await t.customer(shop.shopId, 'g-1', 500);
+    const db = t.app.database.db;
+    const customerId = async (id: string) => (await db.selectFrom('customers').select('id').where('shop_id', '=', shop.shopId).where('shopify_customer_id', '=', id).executeTakeFirstOrThrow()).id;
+    const referrer = { id: await customerId('g-1') };
+    const gql = async (query: string, input: Record<string, unknown>, by: 'key' | 'owner' = 'key') => {
+      const res = by === 'key' ? await t.graphql(shop.apiKey, query, { input }) : (await staffGraphql(t, owner, query, { input })).body;
+      expect(res.errors, JSON.stringify(res.errors)).toBeUndefined();
+      const payload = Object.values(res.data)[0] as { userErrors: unknown[] };
+      expect(payload.userErrors).toEqual([]);
+      return payload as any;
+    };
+
+    // A referral code created once (asking again changes nothing), by GraphQL and by GET /referral.
+    const CODE = 'mutation($input: ReferralCodeCreateInput!) { referralCodeCreate(input: $input) { referralCode userErrors { code } } }';
+    const { referralCode } = await gql(CODE, { customerIdentifier: 'g-1' });
+    await gql(CODE, { customerIdentifier: 'g-1' });
+    await t.customer(shop.shopId, 'g-2', 0);
+    const rest = await fetch(`${t.url}/rest-api/v1/referral?customerIdentifier=g-2`, { headers: { authorization: `Bearer ${shop.apiKey}` } });
+    expect(rest.status).toBe(200);
+    const REGISTER = 'mutation($input: ReferralRegisterInput!) { referralRegister(input: $input) { referee { id } customer { _id } userErrors { code } } }';
+    const registered = await gql(REGISTER, { referralCode, customer: { shopifyCustomerId: 'g-3', email: 'g-3@example.com' } }, 'owner');
+    await gql(REGISTER, { referralCode, customer: { shopifyCustomerId: 'g-3', email: 'g-3@example.com' } }, 'owner');
+
+    // Actions by GraphQL and REST; a reference reported again changes nothing.
+    const ACTION = 'mutation($input: ActionReportInput!) { actionReport(input: $input) { created activity { _id } userErrors { code } } }';
+    await gql(ACTION, { customerIdentifier: 'g-1', action: 'review', reference: 'rev-1' });
+    expect((await gql(ACTION, { customerIdentifier: 'g-1', action: 'review', reference: 'rev-1' })).created).toBe(false);
+    expect((await t.post('/rest-api/v1/actions', { customerIdentifier: 'g-1', action: 'review', reference: 'rev-2' }, shop.apiKey)).status).toBe(201);
+
+    // A person's redemption in the admin schema; the shop's backend's (REST) stays a machine feed.
+    const REDEEM = 'mutation($input: PointsRedeemInput!) { pointsRedeem(input: $input) { discountCode { code } userErrors { code } } }';
+    const redeemed = await gql(REDEEM, { customerIdentifier: 'g-1', rewardId, pointsAmount: 100 }, 'owner');
+    expect((await t.post('/rest-api/v1/pointsRedemptions', { customerIdentifier: 'g-1', rewardId, pointsAmount: 100 }, shop.apiKey)).status).toBe(200);
+
+    // A delivery replayed by the key (REST) and by a person (GraphQL).
+    const sub = await t.post('/rest-api/v1/webhooks/subscriptions', { topic: 'points/*', callbackUrl: receiver.url }, shop.apiKey);
+    expect(sub.status).toBe(201);
+    expect((await t.post('/rest-api/v1/points/add', { customerIdentifier: 'g-2', amount: 5 }, shop.apiKey)).status).toBe(200);
+    let deliveryId = '';
+    await eventually(async () => {
+      deliveryId = (await db.selectFrom('webhook_deliveries').select('id').where('shop_id', '=', shop.shopId).executeTakeFirst())?.id ?? '';
+      return deliveryId !== '';
+    }, 10_000, 'a delivery');
+    expect((await t.post(`/rest-api/v1/webhooks/deliveries/${deliveryId}/replay`, {}, shop.apiKey)).status).toBe(202);
+    await gql('mutation($input: WebhookDeliveryReplayInput!) { webhookDeliveryReplay(input: $input) { webhookDelivery { id } userErrors { code } } }', { id: deliveryId }, 'owner');
+
+    // A Shopify webhook set aside after its last try, tried again by a person.
+    const now = new Date();
+    await db.transaction().execute(async (trx) => {
+      await trx.insertInto('shopify_inbox').values({ id: 'inbox_audit_gaps', shop_id: shop.shopId, webhook_id: 'audit-gaps-1', topic: 'customers/update', body: JSON.stringify({ id: 1, email: 'g-1@example.com' }), received_at: now, next_attempt_at: now }).execute();
+      await trx.insertInto('due_work_failures').values({ kind: 'shopify_inbox', item: 'inbox_audit_gaps', shop_id: shop.shopId, attempts: MAX_ATTEMPTS, reason: 'test', first_failed_at: now, last_failed_at: now, next_attempt_at: now, set_aside_at: now }).execute();
+    });
+    await gql('mutation($input: ShopifyWebhookRetryInput!) { shopifyWebhookRetry(input: $input) { shopifyWebhook { status } userErrors { code } } }', { id: 'inbox_audit_gaps' }, 'owner');
+
+    // One's own password, then the store disconnected.
+    const NEW_PASSWORD = 'a new password for the audit';
+    await gql('mutation($input: StaffPasswordChangeInput!) { staffPasswordChange(input: $input) { changed userErrors { code } } }', { currentPassword: PASSWORD, newPassword: NEW_PASSWORD }, 'owner');
+    expect((await staffGraphql(t, owner, 'mutation { shopifyAdminDisconnect { disconnected userErrors { code } } }')).body.data.shopifyAdminDisconnect).toEqual({ disconnected: true, userErrors: [] });
+
+    const key = { actorKind: 'api_key', actorId: await keyId(t, shop) };
+    const person = { actorKind: 'staff', actorId: owner.body.staff.id, actorLabel: 'owner-gaps@example.com' };
+    const KINDS = ['shopifyAdmin.connect', 'referralCode.create', 'referral.register', 'action.report', 'points.redeem', 'webhookDelivery.replay', 'shopifyWebhook.retry', 'staff.passwordChange', 'shopifyAdmin.disconnect'];
+    const rows = (await log(t, shop)).filter((r) => KINDS.includes(r.kind)).reverse();
+    const g2 = { id: await customerId('g-2') };
+    const scopes = expect.arrayContaining(['write_discounts']);
+    expect(rows).toEqual([
+      expect.objectContaining({ ...key, kind: 'shopifyAdmin.connect', subjectType: 'shop', subjectId: shop.shopId, before: null, after: { auth: 'access_token', clientId: null, scopes } }),
+      expect.objectContaining({ ...key, kind: 'referralCode.create', subjectType: 'customer', subjectId: referrer.id, after: { referralCode } }),
+      expect.objectContaining({ ...key, kind: 'referralCode.create', subjectType: 'customer', subjectId: g2.id }),
+      expect.objectContaining({ ...person, kind: 'referral.register', subjectType: 'customer', subjectId: registered.customer._id, after: { referralCode, referrer: referrer.id } }),
+      expect.objectContaining({ ...key, kind: 'action.report', subjectId: referrer.id, after: expect.objectContaining({ action: 'review', reference: 'rev-1' }) }),
+      expect.objectContaining({ ...key, kind: 'action.report', after: expect.objectContaining({ reference: 'rev-2' }) }),
+      expect.objectContaining({ ...person, kind: 'points.redeem', subjectId: referrer.id, after: expect.objectContaining({ code: redeemed.discountCode.code, rewardId }) }),
+      expect.objectContaining({ ...key, kind: 'webhookDelivery.replay', subjectType: 'webhookDelivery', subjectId: deliveryId }),
+      expect.objectContaining({ ...person, kind: 'webhookDelivery.replay', subjectId: deliveryId }),
+      expect.objectContaining({ ...person, kind: 'shopifyWebhook.retry', subjectType: 'shopifyWebhook', subjectId: 'inbox_audit_gaps', before: { status: 'failed' } }),
+      expect.objectContaining({ ...person, kind: 'staff.passwordChange', subjectType: 'staff', subjectId: owner.body.staff.id }),
+      expect.objectContaining({ ...person, kind: 'shopifyAdmin.disconnect', subjectType: 'shop', before: { auth: 'access_token', clientId: null, scopes }, after: null }),
+    ]);
+    // Each balance change as its ledger entry has it: the rule's 5 points, the reward's 100.
+    const moved = (r: Row) => r.after.points - r.before.points;
+    expect(rows.filter((r) => r.kind === 'action.report').map(moved)).toEqual([5, 5]);
+    expect(moved(rows.find((r) => r.kind === 'points.redeem')!)).toBe(-100);
+    const text = JSON.stringify(rows);
+    for (const secret of [PASSWORD, NEW_PASSWORD, 'shpss_test_secret_123']) expect(text).not.toContain(secret);
+  }, 60_000);
 });
 
 describe('retention', () => {

@@ -102,7 +102,7 @@ builder.mutationFields((t) => ({
     type: PointsRedeemPayload,
     description: 'Spends points on a discount code, like POST /pointsRedemptions.',
     args: { input: t.arg({ type: PointsRedeemInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => redeemPoints(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => redeemPoints(ctx.db, ctx.shop.id, input, actorOf(ctx))),
   }),
 }));
 

@@ -112,6 +112,6 @@ builder.mutationFields((t) => ({
     type: ActionReportPayload,
     description: 'POST /rest-api/v1/actions: the custom rule for `action` awards its points, once per reference and within its limit.',
     args: { input: t.arg({ type: ActionReportInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => reportAction(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => reportAction(ctx.db, ctx.shop.id, input, ctx.now(), actorOf(ctx))),
   }),
 }));

@@ -122,7 +122,7 @@ builder.mutationFields((t) => ({
       'Gives the customer a referral code (a referrals/code_created event), like the first GET /referral; ' +
       'returns the existing code, changing nothing, when the customer has one.',
     args: { input: t.arg({ type: ReferralCodeCreateInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => getOrCreateReferralCode(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => getOrCreateReferralCode(ctx.db, ctx.shop.id, input, actorOf(ctx))),
   }),
   referralRegister: t.field({
     type: ReferralRegisterPayload,
@@ -130,7 +130,7 @@ builder.mutationFields((t) => ({
       'Signs a customer up with a referral code: creates (or links) the referee and grants the shop\'s referral rewards. ' +
       'Registering again with the same referrer changes nothing; self-referral and a second referrer are refused.',
     args: { input: t.arg({ type: ReferralRegisterInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(() => registerReferral(ctx.db, ctx.shop.id, input)),
+    resolve: (_root, { input }, ctx) => withUserErrors(() => registerReferral(ctx.db, ctx.shop.id, input, actorOf(ctx))),
   }),
   shopReferralSettingsUpdate: t.field({
     type: ShopReferralSettingsUpdatePayload,

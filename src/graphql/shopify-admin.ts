@@ -1,5 +1,5 @@
 import { adminConnectionView, type AdminConnectionView as AdminConnectionShape, type WebhookRegistration as WebhookRegistrationShape } from '../domain/shopify/index.js';
-import { builder } from './builder.js';
+import { actorOf, builder } from './builder.js';
 import { Shop } from './shop.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -88,7 +88,7 @@ builder.mutationFields((t) => ({
           accessToken: input.accessToken ?? undefined,
           clientId: input.clientId ?? undefined,
           clientSecret: input.clientSecret ?? undefined,
-        }),
+        }, actorOf(ctx)),
       })),
   }),
   shopifyAdminDisconnect: t.field({
@@ -96,7 +96,7 @@ builder.mutationFields((t) => ({
     description: 'Undoes shopifyAdminConnect: removes the webhooks it registered from Shopify, forgets the credentials and the queued work. Codes already in Shopify stay there.',
     resolve: (_root, _args, ctx) =>
       withUserErrors(async () => {
-        await ctx.shopifyAdmin.disconnect(ctx.shop.id);
+        await ctx.shopifyAdmin.disconnect(ctx.shop.id, actorOf(ctx));
         return { disconnected: true };
       }),
   }),

@@ -93,6 +93,6 @@ builder.mutationFields((t) => ({
     type: ShopifyWebhookRetryPayload,
     description: 'Tries a webhook set aside as `failed` again, once its cause is fixed: it is `waiting` until the next pass applies it (or fails it again). Another status: `shopify_webhook_not_failed`.',
     args: { input: t.arg({ type: ShopifyWebhookRetryInput, required: true }) },
-    resolve: (_root, { input }, ctx) => withUserErrors(async () => ({ shopifyWebhook: await retryShopifyWebhook(ctx.db, ctx.shop.id, String(input.id)) })),
+    resolve: (_root, { input }, ctx) => withUserErrors(async () => ({ shopifyWebhook: await retryShopifyWebhook(ctx.db, ctx.shop.id, String(input.id), actorOf(ctx)) })),
   }),
 }));

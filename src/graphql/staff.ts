@@ -106,7 +106,7 @@ builder.mutationFields((t) => ({
       withUserErrors(async () => {
         const staff = ctx.staff;
         if (!staff) throw new RuleViolationError('staff_session_required', 'a person changes their own password, signed in; an API key has none');
-        await changeStaffPassword(ctx.db, staff.staffId, staff.sessionId, input, ctx.now());
+        await changeStaffPassword(ctx.db, staff, input, ctx.now());
         return { changed: true };
       }),
   }),

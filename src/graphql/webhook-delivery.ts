@@ -1,6 +1,6 @@
 import { NotFoundError } from '../domain/kernel/index.js';
 import { DELIVERY_STATUSES, getDelivery, listAttemptsOfDeliveries, listDeliveriesPage, payloadsOfDeliveries, requestReplay, type WebhookDelivery as WebhookDeliveryShape, type WebhookDeliveryAttempt as WebhookDeliveryAttemptShape } from '../domain/webhooks/index.js';
-import { BATCH_ONLY, builder } from './builder.js';
+import { actorOf, BATCH_ONLY, builder } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
@@ -106,6 +106,6 @@ builder.mutationFields((t) => ({
     description: 'Queues a manual attempt: the same webhook-id, a fresh timestamp, the current URL and secrets (REST: 202).',
     args: { input: t.arg({ type: WebhookDeliveryReplayInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
-      withUserErrors(async () => ({ webhookDelivery: await requestReplay(ctx.db, ctx.shop.id, String(input.id)) })),
+      withUserErrors(async () => ({ webhookDelivery: await requestReplay(ctx.db, ctx.shop.id, String(input.id), ctx.now(), actorOf(ctx)) })),
   }),
 }));

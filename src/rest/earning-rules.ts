@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
+import { apiKeyActor } from '../domain/audit/index.js';
 import { customerTierStatus, earningRuleEligibility, listEarningRules, reportAction } from '../domain/program/index.js';
 
 /** GET /earningRules and /earningRules/eligibility (as BLOY has them), POST /actions (custom rules) and GET /vip/tiers/customer. */
@@ -20,7 +21,7 @@ export function registerEarningRuleRoutes(app: FastifyInstance, db: DB): void {
     data: await customerTierStatus(db, request.shop!.id, request.query),
   }));
   app.post('/actions', async (request, reply) => {
-    const award = await reportAction(db, request.shop!.id, request.body);
+    const award = await reportAction(db, request.shop!.id, request.body, new Date(), apiKeyActor(request.apiKey!));
     reply.code(award.created ? 201 : 200);
     return {
       success: true,

@@ -60,7 +60,7 @@ export function registerWebhookRoutes(app: FastifyInstance, deps: WebhookSubscri
   });
 
   app.post<WithId>('/webhooks/deliveries/:id/replay', { onRequest: emptyBodyIsNoBody }, async (request, reply) => {
-    const delivery = await requestReplay(db, request.shop!.id, request.params.id);
+    const delivery = await requestReplay(db, request.shop!.id, request.params.id, new Date(), apiKeyActor(request.apiKey!));
     return reply.code(202).send({ success: true, message: 'Replay accepted: a manual attempt is being made with the same webhook-id', delivery });
   });
 }

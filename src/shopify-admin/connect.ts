@@ -1,4 +1,5 @@
 import type { DB } from '../db/database.js';
+import type { Actor } from '../domain/audit/index.js';
 import { RuleViolationError, type SecretBox } from '../domain/kernel/index.js';
 import {
   type AdminConnectionView, adminConnectionView, type AdminCredentials, deleteAdminConnection, missingScopes, openAdminConnection,
@@ -16,8 +17,9 @@ import type { ShopifySyncWorker } from './sync-worker.js';
  * Disconnecting removes from Shopify what connecting registered, then forgets the secrets.
  */
 export type ShopifyAdmin = {
-  connect(shopId: string, input: unknown): Promise<AdminConnectionView>;
-  disconnect(shopId: string): Promise<void>;
+  /** `actor`: who asks, for the audit log (the connection's state, never its secrets). */
+  connect(shopId: string, input: unknown, actor?: Actor): Promise<AdminConnectionView>;
+  disconnect(shopId: string, actor?: Actor): Promise<void>;
 };
 
 export function createShopifyAdmin(options: { db: DB; secrets: SecretBox; urls: StoreUrls; worker: ShopifySyncWorker; now?: () => number }): ShopifyAdmin {
@@ -47,7 +49,7 @@ export function createShopifyAdmin(options: { db: DB; secrets: SecretBox; urls: 
   }
 
   return {
-    async connect(shopId, input) {
+    async connect(shopId, input, actor) {
       const credentials = parseAdminCredentials(input);
       const shopDomain = await storeDomainOf(db, shopId);
       const proven = await prove(shopDomain, credentials);
@@ -59,12 +61,12 @@ export function createShopifyAdmin(options: { db: DB; secrets: SecretBox; urls: 
           [credentials.auth === 'access_token' ? 'accessToken' : 'clientId'],
         );
       }
-      await saveAdminConnection(db, secrets, shopId, credentials, proven, proven.scopes);
+      await saveAdminConnection(db, secrets, shopId, credentials, proven, proven.scopes, actor);
       worker.wake();
       return (await adminConnectionView(db, shopId))!;
     },
 
-    async disconnect(shopId) {
+    async disconnect(shopId, actor) {
       const connection = await openAdminConnection(db, secrets, shopId);
       if (connection) {
         // Best effort: a store that no longer answers, or credentials revoked already, leaves nothing of ours working there.
@@ -75,7 +77,7 @@ export function createShopifyAdmin(options: { db: DB; secrets: SecretBox; urls: 
           if (!(err instanceof ShopifyAdminError)) throw err;
         }
       }
-      await deleteAdminConnection(db, shopId);
+      await deleteAdminConnection(db, shopId, actor);
     },
   };
 }

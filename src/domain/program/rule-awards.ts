@@ -5,6 +5,7 @@ import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js
 import { type Customer, customerIdentifierSchema, type CustomerKey, getCustomer, lockCustomer } from '../customers/index.js';
 import { newId, NotFoundError, parseInput, RuleViolationError, shopPeriods } from '../kernel/index.js';
 import type { Activity } from '../ledger/index.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { type EarningRule, toEarningRule } from './earning-rules.js';
 import { credit } from './rule-credit.js';
 
@@ -66,7 +67,7 @@ export type ActionAward = { created: boolean; points: number; period: string | n
  * within the rule's limit (once, per shop-local day or ISO week, unlimited). A reference seen
  * before answers what it earned then (created: false) and changes nothing.
  */
-export async function reportAction(db: DB, shopId: string, input: unknown, now = new Date()): Promise<ActionAward> {
+export async function reportAction(db: DB, shopId: string, input: unknown, now = new Date(), actor?: Actor): Promise<ActionAward> {
   const data = parseInput(actionInputSchema, input);
   return inTransaction(db, async (trx) => {
     const rule = await trx.selectFrom('earning_rules').selectAll().where('shop_id', '=', shopId).where('action', '=', data.action).executeTakeFirst();
@@ -94,6 +95,13 @@ export async function reportAction(db: DB, shopId: string, input: unknown, now =
       throw new RuleViolationError('action_limit_reached', `"${data.action}" earns ${limit}; this customer has earned it${period === 'once' ? '' : ` in ${period}`}`, ['action']);
     }
     const written = await credit(trx, shopId, customer.id, rule, `${rule.name} (${data.reference})`);
+    // A repeated reference changed nothing and is not recorded.
+    await recordAudit(trx, shopId, actor, {
+      kind: 'action.report',
+      subject: { type: 'customer', id: customer.id },
+      before: { points: customer.points },
+      after: { points: written.customer.points, activity: written.activity._id, action: data.action, reference: data.reference },
+    }, now);
     return { created: true, points: rule.earn_point, period, activity: written.activity, customer: written.customer };
   });
 }

@@ -355,9 +355,10 @@ export async function redeemPoints(
   db: DB,
   shopId: string,
   input: unknown,
+  actor?: Actor,
 ): Promise<Redeemed> {
   const data = parseInput(pointsRedeemSchema, input);
-  return redeem(db, shopId, data.customerIdentifier, data);
+  return redeem(db, shopId, data.customerIdentifier, data, actor);
 }
 
 /** A redemption by the customer of a storefront's token (`input` names no customer). */
@@ -367,7 +368,8 @@ export async function redeemOwnPoints(db: DB, shopId: string, customerId: string
 
 type Redeemed = { discountCode: DiscountCode; activity: Activity; customer: Customer };
 
-async function redeem(db: DB, shopId: string, who: CustomerKey, data: z.output<typeof ownRedeemSchema>): Promise<Redeemed> {
+/** `actor`: a person's or key's redemption through the admin schema; a customer's own has none. */
+async function redeem(db: DB, shopId: string, who: CustomerKey, data: z.output<typeof ownRedeemSchema>, actor?: Actor): Promise<Redeemed> {
   return inTransaction(db, async (trx) => {
     const customer = await lockCustomer(trx, shopId, who);
     const option = await getOptionRow(trx, shopId, data.rewardId, 'rewardId');
@@ -413,6 +415,12 @@ async function redeem(db: DB, shopId: string, who: CustomerKey, data: z.output<t
       created_at: now,
     });
     await recordEvent(trx, shopId, 'redemptions/created', discountCode);
+    await recordAudit(trx, shopId, actor, {
+      kind: 'points.redeem',
+      subject: { type: 'customer', id: customer.id },
+      before: { points: customer.points },
+      after: { points: change.customer.points, activity: change.activity._id, code: discountCode.code, rewardId: option.id },
+    }, now);
     return { discountCode, ...change };
   });
 }

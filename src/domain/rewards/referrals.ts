@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
 import { type Customer, customerIdentifierSchema, customerInputSchema, type CustomerKey, customerPageQuerySchema, findCustomer, getCustomer, lockCustomer, toCustomer } from '../customers/index.js';
-import type { Actor } from '../audit/index.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { ConflictError, newId, NotFoundError, type Page, type PageArgs, pageBySeq, pageOfKeys, pagesBySeq, parseInput, randomString, READABLE_ALPHABET, recordEvent, RuleViolationError, type SeqList } from '../kernel/index.js';
 import { applyBalanceChange, nextBalance } from '../ledger/index.js';
 import { upsertCustomerIn } from '../program/index.js';
@@ -54,7 +54,7 @@ export const referralRegisterSchema = z.strictObject({
  * primary key (one code per customer): ON CONFLICT DO NOTHING waits for the winner, and the
  * re-read returns its code. A clash with another customer's code just draws a new one.
  */
-async function ensureReferralCodeIn(trx: Trx, shopId: string, customer: Customer): Promise<string> {
+async function ensureReferralCodeIn(trx: Trx, shopId: string, customer: Customer, actor?: Actor): Promise<string> {
   const existing = async () =>
     (await trx.selectFrom('referral_codes').select('code').where('customer_id', '=', customer._id).executeTakeFirst())?.code;
   const found = await existing();
@@ -74,6 +74,8 @@ async function ensureReferralCodeIn(trx: Trx, shopId: string, customer: Customer
         email: customer.email,
         createdAt: inserted.created_at,
       });
+      // Only a creation is a change: asking again for an existing code records nothing.
+      await recordAudit(trx, shopId, actor, { kind: 'referralCode.create', subject: { type: 'customer', id: customer._id }, after: { referralCode: inserted.code } });
       return inserted.code;
     }
     const concurrent = await existing();
@@ -82,8 +84,8 @@ async function ensureReferralCodeIn(trx: Trx, shopId: string, customer: Customer
   throw new Error(`no free referral code after ${CODE_ATTEMPTS} attempts`);
 }
 
-export async function ensureReferralCode(db: DB, shopId: string, customer: Customer): Promise<string> {
-  return inTransaction(db, (trx) => ensureReferralCodeIn(trx, shopId, customer));
+export async function ensureReferralCode(db: DB, shopId: string, customer: Customer, actor?: Actor): Promise<string> {
+  return inTransaction(db, (trx) => ensureReferralCodeIn(trx, shopId, customer, actor));
 }
 
 /**
@@ -103,20 +105,20 @@ const referralCodeQuerySchema = z.object({ customerIdentifier: customerIdentifie
  * The code of the customer `customerIdentifier` names, created (with its event) on first request:
  * GET /referral (the contract) and GraphQL referralCodeCreate.
  */
-export async function getOrCreateReferralCode(db: DB, shopId: string, input: unknown): Promise<{ referralCode: string; customer: Customer }> {
+export async function getOrCreateReferralCode(db: DB, shopId: string, input: unknown, actor?: Actor): Promise<{ referralCode: string; customer: Customer }> {
   const { customerIdentifier } = parseInput(referralCodeQuerySchema, input);
-  return referralCodeOf(db, shopId, customerIdentifier);
+  return referralCodeOf(db, shopId, customerIdentifier, actor);
 }
 
 /** The same for a customer named by a key (the storefront's token: its id). */
-export async function referralCodeOf(db: DB, shopId: string, who: CustomerKey): Promise<{ referralCode: string; customer: Customer }> {
+export async function referralCodeOf(db: DB, shopId: string, who: CustomerKey, actor?: Actor): Promise<{ referralCode: string; customer: Customer }> {
   const customer = toCustomer(await getCustomer(db, shopId, who));
-  return { referralCode: await ensureReferralCode(db, shopId, customer), customer };
+  return { referralCode: await ensureReferralCode(db, shopId, customer, actor), customer };
 }
 
 /** GET /referral: the code of the customer the query's `customerIdentifier` names. */
-export async function getReferralCode(db: DB, shopId: string, query: unknown): Promise<string> {
-  return (await getOrCreateReferralCode(db, shopId, query)).referralCode;
+export async function getReferralCode(db: DB, shopId: string, query: unknown, actor?: Actor): Promise<string> {
+  return (await getOrCreateReferralCode(db, shopId, query, actor)).referralCode;
 }
 
 function refereesOf(db: Queryable, shopId: string) {
@@ -305,6 +307,7 @@ export async function registerReferral(
   db: DB,
   shopId: string,
   input: unknown,
+  actor?: Actor,
 ): Promise<{ referee: Referee; customer: Customer; referrer: Customer; created: boolean }> {
   const data = parseInput(referralRegisterSchema, input);
   return inTransaction(db, async (trx) => {
@@ -314,6 +317,7 @@ export async function registerReferral(
     const { referee, created } = await linkRefereeIn(trx, shopId, data.customer.shopifyCustomerId, referrer);
     const customer = await getCustomer(trx, shopId, data.customer.shopifyCustomerId);
     const referrerRow = await trx.selectFrom('customers').selectAll().where('id', '=', referrer.customerId).executeTakeFirstOrThrow();
+    if (created) await recordAudit(trx, shopId, actor, { kind: 'referral.register', subject: { type: 'customer', id: customer.id }, after: { referralCode: data.referralCode, referrer: referrer.customerId } });
     return { referee, customer: toCustomer(customer), referrer: toCustomer(referrerRow), created };
   });
 }

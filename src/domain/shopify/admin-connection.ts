@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import type { Queryable } from '../../db/transaction.js';
 import { inTransaction } from '../../db/transaction.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { NotFoundError, parseInput, RuleViolationError, type SecretBox } from '../kernel/index.js';
 import { collectionsSyncState, forgetStoreCatalogue, startCollectionsReconcile } from './product-collections.js';
 import { enqueueSyncJobs } from './sync-jobs.js';
@@ -77,6 +78,7 @@ export async function saveAdminConnection(
   credentials: AdminCredentials,
   token: { accessToken: string; expiresAt: Date | null },
   scopes: readonly string[],
+  actor?: Actor,
 ): Promise<void> {
   const values = {
     auth: credentials.auth,
@@ -87,6 +89,7 @@ export async function saveAdminConnection(
     scopes: JSON.stringify(scopes),
   };
   await inTransaction(db, async (trx) => {
+    const before = await trx.selectFrom('shopify_admin_connections').select(['auth', 'client_id', 'scopes']).where('shop_id', '=', shopId).forUpdate().executeTakeFirst();
     await trx
       .insertInto('shopify_admin_connections')
       .values({ shop_id: shopId, ...values })
@@ -95,7 +98,13 @@ export async function saveAdminConnection(
     await trx.updateTable('shops').set({ shopify_connected_at: new Date() }).where('id', '=', shopId).where('shopify_connected_at', 'is', null).execute();
     await enqueueSyncJobs(trx, [{ shopId, kind: 'webhooks_register', subject: '' }]);
     await startCollectionsReconcile(trx, shopId);
+    // The connection's state, as adminConnectionView shows it: never a token or a secret.
+    await recordAudit(trx, shopId, actor, { kind: 'shopifyAdmin.connect', subject: { type: 'shop', id: shopId }, before: before && connectionState(before), after: connectionState({ auth: credentials.auth, client_id: values.client_id, scopes }) });
   });
+}
+
+function connectionState(row: { auth: AdminCredentials['auth']; client_id: string | null; scopes: readonly string[] }) {
+  return { auth: row.auth, clientId: row.client_id, scopes: row.scopes };
 }
 
 export async function openAdminConnection(db: Queryable, secrets: SecretBox, shopId: string): Promise<OpenAdminConnection | null> {
@@ -129,10 +138,11 @@ export async function renewAdminToken(db: Queryable, secrets: SecretBox, shopId:
 }
 
 /** Forgets the connection: its secrets, its queued work, the webhooks' states (the transport removed them from Shopify first) and what was read of the catalogue, which nothing would keep fresh. */
-export async function deleteAdminConnection(db: DB, shopId: string): Promise<void> {
+export async function deleteAdminConnection(db: DB, shopId: string, actor?: Actor): Promise<void> {
   await inTransaction(db, async (trx) => {
-    const gone = await trx.deleteFrom('shopify_admin_connections').where('shop_id', '=', shopId).executeTakeFirst();
-    if (gone.numDeletedRows === 0n) throw new NotFoundError('shopify_admin_not_connected', 'the shop has no Shopify Admin connection');
+    const gone = await trx.deleteFrom('shopify_admin_connections').where('shop_id', '=', shopId).returning(['auth', 'client_id', 'scopes']).executeTakeFirst();
+    if (!gone) throw new NotFoundError('shopify_admin_not_connected', 'the shop has no Shopify Admin connection');
+    await recordAudit(trx, shopId, actor, { kind: 'shopifyAdmin.disconnect', subject: { type: 'shop', id: shopId }, before: connectionState(gone) });
     await trx.deleteFrom('shopify_sync_jobs').where('shop_id', '=', shopId).execute();
     await trx.deleteFrom('shopify_webhook_registrations').where('shop_id', '=', shopId).execute();
     await forgetStoreCatalogue(trx, shopId);

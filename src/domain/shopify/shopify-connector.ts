@@ -569,11 +569,14 @@ export async function listShopifyWebhooks(db: Queryable, shopId: string, args: P
  * Gives a webhook set aside as failed its tries again (the next pass claims it), once the cause
  * is fixed: it is `waiting` again. Only a failed webhook can be retried.
  */
-export async function retryShopifyWebhook(db: DB, shopId: string, id: string): Promise<ShopifyWebhook> {
-  const retried = await retrySetAside(db, { kind: 'shopify_inbox', shopId, item: id });
-  const row = await listedWebhooks(db, shopId).where('i.id', '=', id).executeTakeFirst();
-  if (!row) throw new NotFoundError('shopify_webhook_not_found', `no Shopify webhook with id ${id}`, ['id']);
-  const webhook = toShopifyWebhook(row);
-  if (!retried) throw new RuleViolationError('shopify_webhook_not_failed', `the webhook is ${webhook.status}: only a failed one can be tried again`, ['id']);
-  return webhook;
+export async function retryShopifyWebhook(db: DB, shopId: string, id: string, actor?: Actor): Promise<ShopifyWebhook> {
+  return inTransaction(db, async (trx) => {
+    const retried = await retrySetAside(trx, { kind: 'shopify_inbox', shopId, item: id });
+    const row = await listedWebhooks(trx, shopId).where('i.id', '=', id).executeTakeFirst();
+    if (!row) throw new NotFoundError('shopify_webhook_not_found', `no Shopify webhook with id ${id}`, ['id']);
+    const webhook = toShopifyWebhook(row);
+    if (!retried) throw new RuleViolationError('shopify_webhook_not_failed', `the webhook is ${webhook.status}: only a failed one can be tried again`, ['id']);
+    await recordAudit(trx, shopId, actor, { kind: 'shopifyWebhook.retry', subject: { type: 'shopifyWebhook', id }, before: { status: 'failed' }, after: { status: webhook.status } });
+    return webhook;
+  });
 }

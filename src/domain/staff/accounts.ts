@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import type { Queryable, Trx } from '../../db/transaction.js';
-import { type Actor, recordAudit } from '../audit/index.js';
+import { type Actor, recordAudit, staffActor } from '../audit/index.js';
 import { NotFoundError, parseInput, RuleViolationError, UnauthenticatedError } from '../kernel/index.js';
 import type { Shop } from '../shops/index.js';
 import { checkPassword, hashPassword, passwordSchema } from './passwords.js';
 import { STAFF_ROLES, type StaffRole } from './roles.js';
-import { createSession, endSessionsOf, type NewSession } from './sessions.js';
+import { createSession, endSessionsOf, type NewSession, type StaffSession } from './sessions.js';
 
 export type StaffMember = { staffId: string; email: string; name: string; role: StaffRole; createdAt: Date };
 
@@ -126,15 +126,22 @@ export async function staffMemberOf(db: Queryable, shopId: string, input: unknow
 
 const passwordChangeSchema = z.strictObject({ currentPassword: z.string().max(256), newPassword: passwordSchema });
 
-/** One's own password, the current one required; every other session of the person ends. */
-export async function changeStaffPassword(db: DB, staffId: string, sessionId: string, input: unknown, now: Date): Promise<void> {
+/**
+ * One's own password, the current one required; every other session of the person ends. Recorded
+ * in the log of the shop the session is signed in to, without the password.
+ */
+export async function changeStaffPassword(db: DB, session: StaffSession, input: unknown, now: Date): Promise<void> {
   const { currentPassword, newPassword } = parseInput(passwordChangeSchema, input);
+  const { staffId, sessionId } = session;
   const account = await db.selectFrom('staff_accounts').select('password_hash').where('id', '=', staffId).executeTakeFirstOrThrow();
   if (!(await checkPassword(account.password_hash, currentPassword))) {
     throw new RuleViolationError('invalid_credentials', 'the current password is wrong', ['currentPassword']);
   }
   const passwordHash = await hashPassword(newPassword);
-  await db.transaction().execute((trx) => storePassword(trx, staffId, passwordHash, now, sessionId));
+  await db.transaction().execute(async (trx) => {
+    await storePassword(trx, staffId, passwordHash, now, sessionId);
+    await recordAudit(trx, session.shop.id, staffActor(session), { kind: 'staff.passwordChange', subject: { type: 'staff', id: staffId }, after: { changedAt: now } }, now);
+  });
 }
 
 /** A new password hash, and the person's sessions end (all but `keep`): call it in a transaction. */

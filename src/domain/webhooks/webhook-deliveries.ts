@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import type { WebhookAttemptTrigger, WebhookDeliveryAttemptRow, WebhookDeliveryRow, WebhookDeliveryStatus } from '../../db/schema.js';
 import { afterCommit, inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
+import { type Actor, recordAudit } from '../audit/index.js';
 import { beforeTimeCursor, encodeTimeCursor, isId, MAX_PAGE_SIZE, newId, NotFoundError, type Page, type PageArgs, parseInput, RuleViolationError, ValidationError } from '../kernel/index.js';
 
 /**
@@ -361,7 +362,7 @@ export async function payloadsOfDeliveries(db: Queryable, shopId: string, ids: r
  * timestamp, the subscription's current URL and secrets. It does not touch the retry schedule;
  * a delivery whose subscription was deleted cannot be replayed (`422 subscription_deleted`).
  */
-export async function requestReplay(db: DB, shopId: string, id: string, now = new Date()): Promise<WebhookDelivery> {
+export async function requestReplay(db: DB, shopId: string, id: string, now = new Date(), actor?: Actor): Promise<WebhookDelivery> {
   deliveryId(id);
   return inTransaction(db, async (trx) => {
     const row = await trx
@@ -386,6 +387,7 @@ export async function requestReplay(db: DB, shopId: string, id: string, now = ne
       .where('id', '=', id)
       .returningAll()
       .executeTakeFirstOrThrow();
+    await recordAudit(trx, shopId, actor, { kind: 'webhookDelivery.replay', subject: { type: 'webhookDelivery', id }, before: { status: row.status } }, now);
     afterCommit(trx, announceDeliveriesDue);
     return toWebhookDelivery(updated);
   });
