@@ -5,6 +5,7 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { PGBENCH_TRANSACTION } from '../bench/scenarios/points.js';
 import type { Database } from '../src/db/schema.js';
+import { apiKeyActor } from '../src/domain/audit/index.js';
 import { changePoints } from '../src/domain/ledger/points.js';
 import { upsertCustomer } from '../src/domain/program/sign-up.js';
 import { createShop } from '../src/domain/shops/shops.js';
@@ -36,8 +37,10 @@ afterAll(() => db?.destroy());
 it('pgbench runs the statement changePoints sends for an add', async () => {
   const { shop } = await createShop(db, 'Bench');
   await upsertCustomer(db, shop.id, { shopifyCustomerId: '100001', email: 'c100001@bench.example' });
+  // As REST calls it: by an API key, whose change the statement also audits.
+  const key = await db.selectFrom('api_keys').select(['id', 'prefix']).where('shop_id', '=', shop.id).executeTakeFirstOrThrow();
   sent.length = 0;
-  await changePoints(db, shop.id, 'add', { customerIdentifier: '100001', amount: 1, description: 'bench rest' });
+  await changePoints(db, shop.id, 'add', { customerIdentifier: '100001', amount: 1, description: 'bench rest' }, apiKeyActor(key));
 
   const script = PGBENCH_TRANSACTION.split('\n')
     .filter((line) => !line.startsWith('\\'))

@@ -3,6 +3,7 @@
 import os from 'node:os';
 import { loadConfig } from '../../src/config.js';
 import { openDatabase } from '../../src/db/database.js';
+import { type Actor, apiKeyActor } from '../../src/domain/audit/index.js';
 import { upsertCustomer } from '../../src/domain/program/sign-up.js';
 import { createShop } from '../../src/domain/shops/shops.js';
 import { type ProbeCommit, stalledCommit, startCommitProbe } from '../lib/commit-probe.js';
@@ -41,7 +42,7 @@ const BODIES = {
 /**
  * changePoints('add') as it reaches PostgreSQL when it has a statement to itself: writeBalanceChanges
  * in src/domain/ledger/points.ts with one change (naming the customer by the shop's id for them), which locks the customer, updates the balance and inserts
- * the activity and the outbox event. (Under load the server puts several concurrent changes in that
+ * the activity, the outbox event and the audit row that names the API key (as a REST call by key writes). (Under load the server puts several concurrent changes in that
  * one statement; pgbench runs one change per transaction, the database's own rate for it.) Values the
  * service sends as parameters are pgbench variables or SQL here (ids and timestamps made in SQL, as
  * pgbench's script language has no strings). test/bench-points-transaction.test.ts fails when
@@ -56,8 +57,10 @@ with input as (
     array['add_points']::text[], array['api']::text[],
     array['${DESCRIPTION.pgbench}']::text[], array[null]::text[],
     array[substr(md5(random()::text), 1, 24)]::text[], array['evt_' || substr(md5(random()::text), 1, 24)]::text[],
-    array['points/added']::text[]
-  ) as i(ord, shop_id, customer_key, op, amount, type, setting_type, description, note, activity_id, event_id, topic)
+    array['points/added']::text[],
+    array['api_key']::text[], array[:key_id]::text[], array[:key_label]::text[], array[substr(md5(random()::text), 1, 24)]::text[]
+  ) as i(ord, shop_id, customer_key, op, amount, type, setting_type, description, note, activity_id, event_id, topic,
+    actor_kind, actor_id, actor_label, audit_id)
 ), target as (
   select c.id, c.points, i.ord from input i join customers c on c.shop_id = i.shop_id and c.shopify_customer_id = i.customer_key
   order by c.id for no key update of c
@@ -81,7 +84,14 @@ with input as (
     'oldPoints', a.old_points, 'newPoints', a.new_points, 'customer', a.customer_id, 'shop', a.shop_id,
     'createdAt', now()::text, 'updatedAt', now()::text)
   from activity a join input i on i.activity_id = a.id
-  where i.topic is not null)
+  where i.topic is not null
+), audit as (
+  insert into audit_log (id, shop_id, at, actor_kind, actor_id, actor_label, kind, subject_type, subject_id, before, after)
+  select i.audit_id, a.shop_id, now(), i.actor_kind, i.actor_id, i.actor_label, 'points.' || i.op, 'customer', a.customer_id,
+    jsonb_build_object('points', a.old_points),
+    jsonb_build_object('points', a.new_points, 'activity', a.id, 'description', a.description, 'note', a.note)
+  from activity a join input i on i.activity_id = a.id
+  where i.actor_id is not null)
 select a.*, u.ord, u.shopify_customer_id, u.email, u.birthday, u.pending_points, u.created_at as customer_created_at
 from activity a join updated u on u.id = a.customer_id;
 `;
@@ -90,10 +100,12 @@ function randomCustomer(count: number): string {
   return String(FIRST_CUSTOMER + Math.floor(Math.random() * count));
 }
 
-async function seed(url: string, customers: number): Promise<{ shopId: string; apiKey: string }> {
+async function seed(url: string, customers: number): Promise<{ shopId: string; apiKey: string; actor: Actor }> {
   const { db, close } = await openDatabase({ url, poolSize: 8 });
   try {
     const { shop, apiKey } = await createShop(db, 'Bench shop');
+    // The audit row the REST calls write names their key; pgbench's names the same.
+    const actor = apiKeyActor(await db.selectFrom('api_keys').select(['id', 'prefix']).where('shop_id', '=', shop.id).executeTakeFirstOrThrow());
     const ids = Array.from({ length: customers }, (_, i) => String(FIRST_CUSTOMER + i));
     // Through the domain, so the rows are exactly what the service writes; eight at a time.
     for (let i = 0; i < ids.length; i += 8) {
@@ -101,7 +113,7 @@ async function seed(url: string, customers: number): Promise<{ shopId: string; a
         ids.slice(i, i + 8).map((id) => upsertCustomer(db, shop.id, { shopifyCustomerId: id, email: `c${id}@bench.example` })),
       );
     }
-    return { shopId: shop.id, apiKey };
+    return { shopId: shop.id, apiKey, actor };
   } finally {
     await close();
   }
@@ -158,7 +170,7 @@ async function run(options: BenchOptions): Promise<boolean> {
     const nodeArgs = options.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`] : [];
     // The server migrates the fresh schema as it starts.
     server = await startServer({ databaseUrl: schema.url, nodeArgs });
-    const { shopId, apiKey } = await seed(schema.url, options.customers);
+    const { shopId, apiKey, actor } = await seed(schema.url, options.customers);
     const admin = await connect(options.databaseUrl);
     // A checkpoint before each phase, so none of them pays for another's dirty pages.
     const checkpoint = () => admin.query('checkpoint');
@@ -244,6 +256,8 @@ async function run(options: BenchOptions): Promise<boolean> {
           script: PGBENCH_TRANSACTION,
           variables: {
             shop: shopId,
+            key_id: actor.id,
+            key_label: actor.label,
             first_customer: String(FIRST_CUSTOMER),
             last_customer: String(FIRST_CUSTOMER + options.customers - 1),
           },
