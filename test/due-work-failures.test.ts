@@ -24,6 +24,7 @@ import { until } from './live-helpers.js';
 
 const DB_NAME = onPostgres ? 'PostgreSQL' : 'PGlite';
 const DAY = 86_400_000;
+const HOUR = 3_600_000;
 /** A zone Intl knows and PostgreSQL does not (issue 31). */
 const DEAD_ZONE = 'US/Pacific-New';
 
@@ -412,8 +413,10 @@ describe.runIf(onPostgres)('one shop\'s poison on PostgreSQL, the worker\'s own 
       const webhookMs = await within('the healthy webhook applied', async () => (await adb.selectFrom('customers').select('id').where('shop_id', '=', healthy.shopId).where('shopify_customer_id', '=', '990001').executeTakeFirst()) !== undefined);
 
       // Three days on: the healthy shop's points expire, its birthday is awarded, its tiers are
-      // evaluated for the new day; the poisoned shop's day runs and webhook keep failing.
-      offset += 3 * DAY;
+      // evaluated for the new day; the poisoned shop's day runs and webhook keep failing. Nine hours
+      // more, so that the birthday has begun in the poisoned shop's zone too (8 h behind UTC)
+      // whatever the hour the test runs at; before 08:00 UTC it had not, and its run never failed.
+      offset += 3 * DAY + 9 * HOUR;
       const entries = async (shopId: string, type: 'expire_points' | 'earn_points') => (await adb.selectFrom('activities').select('type').where('shop_id', '=', shopId).where('type', '=', type).execute()).length;
       const runDay = async (shopId: string, kind: 'birthdays' | 'tiers') => (await adb.selectFrom('shop_day_runs').select('day').where('shop_id', '=', shopId).where('kind', '=', kind).executeTakeFirstOrThrow()).day;
       const birthdays = async (shopId: string) => (await adb.selectFrom('rule_awards').select('id').where('shop_id', '=', shopId).where('period', '=', inThreeDays.slice(0, 4)).execute()).length;
