@@ -35,6 +35,7 @@ import * as staff from './2026_11_27_025_staff.js';
 import * as tierOverrides from './2026_11_27_026_tier_overrides.js';
 import * as auditLog from './2026_11_27_027_audit_log.js';
 import * as mail from './2026_11_27_028_mail.js';
+import * as customerErasure from './2026_11_28_032_customer_erasure.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -71,4 +72,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_27_026_tier_overrides': tierOverrides,
   '2026_11_27_027_audit_log': auditLog,
   '2026_11_27_028_mail': mail,
+  '2026_11_28_032_customer_erasure': customerErasure,
 };

@@ -97,6 +97,7 @@ describe('GET /webhooks/topics', () => {
     expect(res.body.topics.map((x: { topic: string }) => x.topic)).toEqual([
       'customers/created',
       'customers/updated',
+      'customers/erased',
       'points/added',
       'points/subtracted',
       'points/updated',

@@ -76,6 +76,8 @@ export interface CustomersTable {
   pending_points: Defaulted<number>;
   created_at: Defaulted<Date>;
   updated_at: Defaulted<Date>;
+  /** Set when the customer was erased: the row is a tombstone (e-mail, shop customer id and birthday replaced). */
+  erased_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface ActivitiesTable {

@@ -18,6 +18,8 @@ export const LEAST_ROLE: Readonly<Record<string, StaffRole>> = {
   'Query.auditLog': 'owner',
   'Query.customer': 'viewer',
   'Query.customers': 'viewer',
+  // Everything held on a customer: support answers their requests.
+  'Query.customerDataExport': 'support',
   'Query.customerSearch': 'viewer',
   'Query.discountCodeCheck': 'viewer',
   'Query.earningRules': 'viewer',
@@ -37,6 +39,8 @@ export const LEAST_ROLE: Readonly<Record<string, StaffRole>> = {
   'Mutation.apiKeyRevoke': 'owner',
   'Mutation.customerAccessTokenCreate': 'support',
   'Mutation.customerAccessTokensRevoke': 'support',
+  // Cannot be undone.
+  'Mutation.customerErase': 'owner',
   'Mutation.customerTierOverride': 'support',
   'Mutation.customerTierOverrideClear': 'support',
   'Mutation.customerUpsert': 'support',

@@ -24,6 +24,7 @@ import './insights.js';
 import './staff.js';
 import './audit.js';
 import './mail.js';
+import './data-rights.js';
 
 /** /graphql: the shop's key, the whole API. */
 export const schema = builder.toSchema({ subGraph: 'admin' });

@@ -360,6 +360,7 @@ export const webhookEventSchema = z
     eventEnvelope(['points/pending'], pendingChangeSchema),
     eventEnvelope(['orders/created', 'orders/updated'], orderSchema),
     eventEnvelope(['customers/created', 'customers/updated'], customerSchema),
+    eventEnvelope(['customers/erased'], z.strictObject({ customer: idSchema.meta({ description: 'The tombstone\'s `_id`' }), erasedAt: timestampSchema })),
     eventEnvelope(['redemptions/created', 'redemptions/used', 'redemptions/expiring', 'redemptions/expired', 'redemptions/cancelled'], discountCodeSchema),
     eventEnvelope(
       ['referrals/code_created'],

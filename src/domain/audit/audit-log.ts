@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import type { AuditLogTable } from '../../db/schema.js';
 import type { Queryable, Trx } from '../../db/transaction.js';
-import { beforeTimeCursor, type DueWork, encodeTimeCursor, failedItems, newId, type Page, type PageArgs, parseInput, runClaimedInBatches } from '../kernel/index.js';
+import { beforeTimeCursor, type DueWork, encodeTimeCursor, failedItems, holdsAny, newId, type Page, type PageArgs, parseInput, redactedJsonb, type Redactions, runClaimedInBatches } from '../kernel/index.js';
 
 /**
  * The audit log (docs/console.md "Audit log"; issue 35): every administrative change by a person
@@ -192,4 +192,16 @@ export const auditPurge: DueWork = {
 
 function cutoff(now: Date, days: number | ReturnType<typeof sql.ref>) {
   return sql<Date>`${now}::timestamptz - ${days} * interval '1 day'`;
+}
+
+/** Replaces a person's values in the shop's audit rows (a customer's erasure, in its transaction): who changed what stays, their data goes. */
+export async function redactAuditValues(trx: Trx, shopId: string, redactions: Redactions): Promise<void> {
+  for (const column of ['before', 'after'] as const) {
+    await trx
+      .updateTable('audit_log')
+      .set({ [column]: redactedJsonb(sql.ref(column), redactions) })
+      .where('shop_id', '=', shopId)
+      .where(holdsAny(sql.ref(column), redactions))
+      .execute();
+  }
 }

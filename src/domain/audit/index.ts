@@ -2,6 +2,6 @@
 // own transaction; listed with filters and keyset pages; purged after the shop's retention.
 
 export {
-  type Actor, apiKeyActor, type AuditEntry, type AuditFilter, auditPurge, type AuditRecord, changedFields, listAuditLog, recordAudit,
+  type Actor, apiKeyActor, type AuditEntry, type AuditFilter, auditPurge, type AuditRecord, changedFields, listAuditLog, recordAudit, redactAuditValues,
   staffActor,
 } from './audit-log.js';

@@ -16,7 +16,8 @@ export type Customer = {
   updatedAt: Date;
 };
 
-export function toCustomer(row: CustomerRow): Customer {
+/** The API's customer; whether it was erased is not part of it (its tombstone values say so), only the data rights' export reads it. */
+export function toCustomer(row: Omit<CustomerRow, 'erased_at'>): Customer {
   return {
     _id: row.id,
     shopifyCustomerId: row.shopify_customer_id,

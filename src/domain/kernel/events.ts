@@ -4,11 +4,13 @@ import type { DB } from '../../db/database.js';
 import { purgeInBatches, type PurgeOptions } from '../../db/purge.js';
 import { afterCommit, type Queryable, type Trx } from '../../db/transaction.js';
 import { randomString } from './ids.js';
+import { holdsAny, redactedJsonb, type Redactions } from './redaction.js';
 
 /** The webhook topics, in catalog order (DESIGN.md "Webhooks"). */
 export const EVENT_TOPICS = {
   'customers/created': 'A customer was created (GraphQL upsert, import or referral sign-up).',
   'customers/updated': 'A customer\'s e-mail or birthday changed.',
+  'customers/erased': 'A customer was erased on request (a data-protection erasure): their e-mail, shop customer id and birthday are gone; the id stays as a tombstone whose ledger and orders still add up.',
   'points/added': 'Points were added to a customer\'s balance.',
   'points/subtracted': 'Points were subtracted from a customer\'s balance.',
   'points/updated': 'A customer\'s balance was set to an absolute value.',
@@ -128,4 +130,18 @@ export async function purgeRelayedOutboxEvents(db: DB, before: Date, options: Pu
     const row = rows[0]!;
     return { deleted: row.deleted, next: row.read < limit || row.reached ? null : row.last };
   });
+}
+
+/**
+ * Replaces a person's values in the shop's events still in the outbox (a customer's erasure, in its
+ * transaction): an event not yet relayed then goes out without them, a relayed one keeps them no longer.
+ */
+export async function redactEvents(trx: Trx, shopId: string, redactions: Redactions): Promise<void> {
+  if (redactions.length === 0) return;
+  await trx
+    .updateTable('outbox_events')
+    .set({ data: redactedJsonb(sql.ref('data'), redactions) })
+    .where('shop_id', '=', shopId)
+    .where(holdsAny(sql.ref('data'), redactions))
+    .execute();
 }

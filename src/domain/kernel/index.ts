@@ -8,7 +8,7 @@ export {
 } from './errors.js';
 export {
   announceOutboxWrite, EVENT_TOPICS, type EventTopic, newEventId, onOutboxCommit, purgeRelayedOutboxEvents,
-  recordEvent, recordEvents, recordShopEvents, type ShopEvent, topicMatches,
+  recordEvent, recordEvents, recordShopEvents, redactEvents, type ShopEvent, topicMatches,
 } from './events.js';
 export { isId, newId, randomString, READABLE_ALPHABET, sha256 } from './ids.js';
 export { currencyExponent, currencySchema, formatMoney, lcm, MAX_MINOR, mulDivFloor, parseMoney } from './money.js';
@@ -21,6 +21,7 @@ export {
   countFailures, type DueWork, failedItems, failingItems, type FailingItems, type FailureCounts, type FailureFilter,
   listFailures, MAX_ATTEMPTS, RETRY_DELAYS_MS, retrySetAside, runClaimed, runClaimedInBatches,
 } from './scheduling.js';
+export { holdsAny, redactedJsonb, type Redactions } from './redaction.js';
 export { type SecretBox } from './sealing.js';
 export { singleFlight } from './single-flight.js';
 export {

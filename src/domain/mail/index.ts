@@ -1,5 +1,6 @@
 // E-mails to customers (issue 36): a shop's SMTP settings, the templates, the queue the outbox
 // fills (one e-mail per event and customer), consent (signed unsubscribe links) and suppressions.
+export { forgetMailRecipient } from './erasure.js';
 export { readUnsubscribeToken, setMailConsent, unsubscribeByToken, unsubscribeToken } from './consent.js';
 export { composeMail, type MailDeps, mailVariables, type MailTestResult, sendTestMail, testShopMail } from './messages.js';
 export {

@@ -7,6 +7,7 @@ export {
   retryShopifyWebhook, setShopifyConnection, SHOPIFY_INBOX_RETENTION_DAYS, type ShopifyConnection, shopifyInbox,
   type ShopifyWebhook,
 } from './shopify-connector.js';
+export { forgetShopifyCustomer } from './customer-redaction.js';
 export { orderPut, parseShopifyJson, parseShopifyOrder, type ShopifyOrder } from './shopify-payloads.js';
 export {
   adminConnectionInputSchema, type AdminConnectionView, type AdminCredentials, adminConnectionView, deleteAdminConnection, missingScopes,

@@ -3,7 +3,7 @@
 
 export {
   DELIVERY_STATUSES, deliveryListQuerySchema, fanOutEvents, getDelivery, listAttemptsOfDeliveries, listDeliveries,
-  listDeliveriesPage, onDeliveriesDue, payloadsOfDeliveries, requestReplay, type WebhookDelivery,
+  listDeliveriesPage, onDeliveriesDue, payloadsOfDeliveries, purgeDeliveriesCarrying, requestReplay, type WebhookDelivery,
   type WebhookDeliveryAttempt,
 } from './webhook-deliveries.js';
 export {

@@ -158,21 +158,46 @@ export async function fanOutEvents(trx: Trx, events: readonly DeliverableEvent[]
 export async function cancelSubscriptionDeliveries(trx: Trx, shopId: string, subscriptionId: string, now: Date): Promise<number> {
   const result = await trx
     .updateTable('webhook_deliveries')
-    .set({
-      // status_before_send is set only while sending: a replay in flight keeps its delivery's outcome.
-      status: sql`case when coalesce(status_before_send, status) in ('pending', 'retrying', 'sending') then 'cancelled' else coalesce(status_before_send, status) end`,
-      due_at: null,
-      next_attempt_at: null,
-      lease_token: null,
-      replay_requested: false,
-      status_before_send: null,
-      updated_at: now,
-    })
+    .set(cancelled(now))
     .where('shop_id', '=', shopId)
     .where('subscription_id', '=', subscriptionId)
     .where((eb) => eb.or([eb('status', 'in', ['pending', 'retrying', 'sending']), eb('due_at', 'is not', null)]))
     .executeTakeFirst();
   return Number(result.numUpdatedRows);
+}
+
+/** What cancelling a delivery sets: what it still had to send ends, a worker's lease is revoked, a waiting replay dropped. */
+function cancelled(now: Date) {
+  return {
+    // status_before_send is set only while sending: a replay in flight keeps its delivery's outcome.
+    status: sql<WebhookDeliveryStatus>`case when coalesce(status_before_send, status) in ('pending', 'retrying', 'sending') then 'cancelled' else coalesce(status_before_send, status) end`,
+    due_at: null,
+    next_attempt_at: null,
+    lease_token: null,
+    replay_requested: false,
+    status_before_send: null,
+    updated_at: now,
+  };
+}
+
+/**
+ * Purges the payloads of the shop's deliveries that carry any of `marks` (texts as JSON.stringify
+ * writes them: a person's e-mail, say), in the caller's transaction (a customer's erasure): the
+ * payload becomes empty and what was still to send is cancelled, as is the receivers' answers' text.
+ * The records stay. The ids purged.
+ */
+export async function purgeDeliveriesCarrying(trx: Trx, shopId: string, marks: readonly string[], now: Date): Promise<string[]> {
+  if (marks.length === 0) return [];
+  const purged = await trx
+    .updateTable('webhook_deliveries')
+    .set({ ...cancelled(now), payload: '' })
+    .where('shop_id', '=', shopId)
+    .where(sql<boolean>`(${sql.join(marks.map((mark) => sql`strpos(payload, ${mark}) > 0`), sql` or `)})`)
+    .returning('id')
+    .execute();
+  const ids = purged.map((row) => row.id);
+  if (ids.length) await trx.updateTable('webhook_delivery_attempts').set({ response_body: null }).where('delivery_id', 'in', ids).execute();
+  return ids;
 }
 
 /**
@@ -367,12 +392,13 @@ export async function requestReplay(db: DB, shopId: string, id: string, now = ne
   return inTransaction(db, async (trx) => {
     const row = await trx
       .selectFrom('webhook_deliveries')
-      .select(['id', 'subscription_id', 'status'])
+      .select(['id', 'subscription_id', 'status', sql<boolean>`payload = ''`.as('purged')])
       .where('id', '=', id)
       .where('shop_id', '=', shopId)
       .forUpdate()
       .executeTakeFirst();
     if (!row) throw deliveryNotFound(id);
+    if (row.purged) throw new RuleViolationError('delivery_payload_purged', 'this delivery\'s payload was purged (the customer it carried was erased); there is nothing to send', ['id']);
     const subscription = await trx.selectFrom('webhook_subscriptions').select('status').where('id', '=', row.subscription_id).executeTakeFirst();
     if (!subscription) {
       throw new RuleViolationError('subscription_deleted', 'the subscription of this delivery was deleted; there is nowhere to send it', ['id']);
