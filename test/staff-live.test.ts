@@ -92,12 +92,13 @@ describe('a person\'s live events over graphql-ws', () => {
   });
 
   it('a valid cookie from another site\'s page (cross-site WebSocket hijacking), or without an Origin, is refused', async () => {
-    for (const headers of <Array<Record<string, string>>>[
+    const upgrades: Array<Record<string, string>> = [
       { cookie: ownerA.cookie, origin: 'https://evil.example' },
       { cookie: ownerA.cookie, origin: `http://127.0.0.1.evil.example:${new URL(t.url).port}` },
       { cookie: ownerA.cookie, origin: 'null' },
       { cookie: ownerA.cookie },
-    ]) {
+    ];
+    for (const headers of upgrades) {
       const closed: number[] = [];
       const client = socketWith(headers, closed);
       const events = collect(client, EVENTS, { topics: ['points/*'] });
