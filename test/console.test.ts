@@ -204,6 +204,12 @@ describe('the staff console', () => {
 /** A screen's answer after a save: a mutation and the screen read again, on a machine that may be busy. */
 const PAGE = { timeout: 10_000 };
 
+/** The server's live subscriptions, from /metrics. */
+async function liveSubscriptions(): Promise<number> {
+  const metrics = await (await fetch(`${server.url}/metrics`)).text();
+  return Number(/^loyalty_live_subscriptions (\d+)$/m.exec(metrics)![1]);
+}
+
 /** Whether the page fits its width: no sideways scrolling. */
 const fitsWidth = (page: Page) => page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth);
 
@@ -282,7 +288,7 @@ describe('the console\'s settings, webhooks, program page and downloads', () => 
     await screenshot('console-webhooks.png');
   });
 
-  it('a viewer opens the program page with their session and downloads the exports; without a session they are refused', async () => {
+  it('a viewer opens the program page with their session, its live events included, and downloads the exports; without a session they are refused', async () => {
     const { page, expectProblems } = await joined('viewer-downloads@console.test', 'viewer');
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Every customer' }).click()]);
     const customers = await readFile((await download.path())!, 'utf8');
@@ -295,11 +301,21 @@ describe('the console\'s settings, webhooks, program page and downloads', () => 
     expectProblems(/401/);
     expect(other).toBe(401);
 
+    // The page's graphql-ws connection opens with the session's cookie, no key typed.
     await page.getByRole('link', { name: 'Program page' }).click();
-    await expect.poll(() => page.locator('#status').textContent(), PAGE).toBe('signed in as viewer-downloads@console.test');
+    await expect.poll(() => page.locator('#status').textContent(), PAGE).toBe('live, signed in as viewer-downloads@console.test');
     await expect.poll(() => page.locator('#activity tbody').textContent(), { timeout: 15_000 }).toContain('con-1@example.com');
     expect(await page.locator('#kpi-members').textContent()).toMatch(/^\d/);
-    expect(await page.locator('#events-panel').isHidden()).toBe(true);
+    expect(await page.locator('#events-panel').isVisible()).toBe(true);
+    await expect.poll(liveSubscriptions, PAGE).toBe(1);
+    const res = await server.request('POST', '/rest-api/v1/points/add', { customerIdentifier: 'con-2', amount: 7 });
+    expect(res.status).toBe(200);
+    const { activity } = await res.json();
+    const shown = page.locator('#events li[data-type="points/added"]');
+    await expect.poll(() => shown.count(), PAGE).toBe(1);
+    expect(await shown.locator('.meta .type').textContent()).toBe('points/added');
+    expect(await shown.locator('pre').textContent()).toContain(activity._id);
+    expect(await page.locator('#count-total').textContent()).toBe('1');
   });
 
   it('a tier is made from the keyboard alone, and the settings and webhooks fit a phone', async () => {
@@ -331,5 +347,56 @@ describe('the console\'s settings, webhooks, program page and downloads', () => 
     await page.goto(`${server.url}/admin#/webhooks`);
     await page.getByRole('heading', { name: 'Deliveries, newest first' }).waitFor();
     expect(await fitsWidth(page)).toBe(true);
+  });
+  it('a program manager saves the shop\'s other settings, each form its own; an unknown time zone and a tier metric in use show in place', async () => {
+    const { page, screenshot } = await joined('pm-more@console.test', 'program_manager');
+    await page.goto(`${server.url}/admin#/settings`);
+    await page.getByRole('heading', { name: 'Currency, time zone and records' }).waitFor();
+    const settings = async () => (await server.graphql(`{ shop { settings {
+      timezone auditRetentionDays codeWarningDays returnPointsOnCodeExpiry returnCodePointsOnRefund tiers { metric window days } earnOnTestOrders rateLimitPerMinute
+    } } }`)).data.shop.settings;
+    const before = await settings();
+    // The screen shows what the API holds.
+    await expect.poll(() => page.locator('#set-timezone').inputValue(), PAGE).toBe(before.timezone);
+    expect(await page.locator('#set-audit-retention').inputValue()).toBe(String(before.auditRetentionDays));
+    expect(await page.locator('#set-rate-limit').inputValue()).toBe('10000');
+
+    await page.getByLabel('Time zone (IANA, e.g. Europe/Paris)').fill('Mars/Olympus');
+    await page.getByLabel('Audit log kept (days)').fill('30');
+    await page.getByRole('button', { name: 'Save the shop settings' }).click();
+    const error = page.locator('#set-timezone-error');
+    await error.waitFor(PAGE);
+    expect(await error.textContent()).toContain('IANA');
+    expect(await page.locator('#set-timezone').getAttribute('aria-describedby')).toBe('set-timezone-error');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('set-timezone');
+    // Refused whole: the retention typed beside it did not change either.
+    expect(await settings()).toEqual(before);
+
+    await page.getByLabel('Time zone (IANA, e.g. Europe/Paris)').fill('Europe/Paris');
+    await page.getByRole('button', { name: 'Save the shop settings' }).click();
+    await expect.poll(() => page.locator('#message').textContent(), PAGE).toBe('The settings are saved.');
+    expect(await page.locator('#set-timezone-error').count()).toBe(0);
+    await expect.poll(settings, PAGE).toMatchObject({ timezone: 'Europe/Paris', auditRetentionDays: 30, rateLimitPerMinute: 10000 });
+
+    await page.getByLabel('Warn days before a code expires (0: never)').fill('3');
+    await page.getByLabel('An expired code gives its points back').check();
+    await page.getByLabel('A refunded order gives its codes\' points back').check();
+    await page.getByRole('button', { name: 'Save the code settings' }).click();
+    await expect.poll(settings, PAGE).toMatchObject({ codeWarningDays: 3, returnPointsOnCodeExpiry: true, returnCodePointsOnRefund: true });
+
+    // The shop has tiers counting points: counting money instead is refused beside the metric.
+    await page.getByLabel('Tiers count').selectOption('amount_spent');
+    await page.getByLabel('Over', { exact: true }).selectOption('rolling_days');
+    await page.getByLabel('Last days (rolling)').fill('90');
+    await page.getByRole('button', { name: 'Save the tier qualification' }).click();
+    await page.locator('#set-tier-metric-error').waitFor(PAGE);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('set-tier-metric');
+    expect((await settings()).tiers).toEqual(before.tiers);
+    await page.getByLabel('Tiers count').selectOption('points_earned');
+    await page.getByRole('button', { name: 'Save the tier qualification' }).click();
+    await expect.poll(async () => (await settings()).tiers, PAGE).toEqual({ metric: 'points_earned', window: 'rolling_days', days: 90 });
+    await expect.poll(() => page.locator('#set-tier-window').inputValue(), PAGE).toBe('rolling_days');
+    expect(await fitsWidth(page)).toBe(true);
+    await screenshot('console-settings-more.png');
   });
 });

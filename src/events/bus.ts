@@ -9,8 +9,9 @@ import { type EventEnvelope, type OutboxHandler, toEnvelope } from './outbox-rel
 import { createSubscriptionSlots, type SubscriptionSlots } from './subscription-slots.js';
 
 /**
- * Who holds a live subscription: the shop, and the API key it was opened with; on the storefront,
- * the customer too, and the subscription counts against the storefront's limits instead of the shop's.
+ * Who holds a live subscription: the shop, and the API key it was opened with (`session:…` for a
+ * person's graphql-ws socket, `token:…` on the storefront); on the storefront, the customer too,
+ * and the subscription counts against the storefront's limits instead of the shop's.
  */
 export type SubscriptionOwner = { shopId: string; apiKeyId: string; customerId?: string };
 

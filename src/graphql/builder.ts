@@ -19,7 +19,16 @@ import type { ShopifyAdmin } from '../shopify-admin/connect.js';
  * the shop and its key (/graphql) or the shop and a customer's token (/storefront/graphql).
  */
 export type ServerContext = {
-  req: { shop: Shop | null; apiKey?: ApiKeyRef | null; customer?: TokenHolder | null; staff?: StaffSession | null; protocol?: string; host?: string };
+  req: {
+    shop: Shop | null;
+    apiKey?: ApiKeyRef | null;
+    customer?: TokenHolder | null;
+    staff?: StaffSession | null;
+    protocol?: string;
+    host?: string;
+    /** Set by graphql-ws for each operation of a socket (src/http/websocket.ts). */
+    overWebSocket?: boolean;
+  };
   reply?: FastifyReply;
 };
 
@@ -28,8 +37,10 @@ export type GraphQLContext = {
   shop: Shop;
   /** /graphql: the API key the request (or the graphql-ws connection) authenticated with. */
   apiKey: ApiKeyRef | null;
-  /** /graphql: the staff session (cookie and CSRF token) the request authenticated with, when no key did. */
+  /** /graphql: the staff session (cookie and CSRF token, or a socket's cookie) the request authenticated with, when no key did. */
   staff: StaffSession | null;
+  /** Whether the operation came over a graphql-ws socket (else over HTTP): a person's live events need one. */
+  overWebSocket: boolean;
   /** Where one-time links point: PUBLIC_URL, else the origin the request came to. */
   linkBase: string;
   /** The clock staff links and sessions are read against (tests move it). */
@@ -86,12 +97,6 @@ export const BATCH_ONLY = { cache: false } as const;
 builder.queryType({ subGraphs: STOREFRONT, defaultSubGraphsForFields: ['admin'] });
 builder.mutationType({ subGraphs: STOREFRONT, defaultSubGraphsForFields: ['admin'] });
 builder.subscriptionType({ subGraphs: STOREFRONT, defaultSubGraphsForFields: ['admin'] });
-
-/** The API key of an admin operation (the admin schema is served only to requests with one). */
-export function adminKey(ctx: GraphQLContext): ApiKeyRef {
-  if (!ctx.apiKey) throw new GraphQLError('this field needs the shop\'s API key', { extensions: { code: 'unauthorized' } });
-  return ctx.apiKey;
-}
 
 /**
  * Who an admin operation's changes are audited as (docs/architecture.md "The audit log"): its key,

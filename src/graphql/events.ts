@@ -1,12 +1,14 @@
+import { GraphQLError } from 'graphql';
 import { filter, map, pipe } from 'graphql-yoga';
 import { z } from 'zod';
 import { getCustomer } from '../domain/customers/index.js';
 import { parseInput, topicMatches } from '../domain/kernel/index.js';
 import { type Activity as ActivityShape, balanceChangeOf, findActivity } from '../domain/ledger/index.js';
 import { isSubscribableTopic } from '../domain/webhooks/index.js';
+import type { SubscriptionOwner } from '../events/bus.js';
 import type { EventEnvelope } from '../events/outbox-relay.js';
 import { Activity } from './activity.js';
-import { adminKey, builder } from './builder.js';
+import { builder, type GraphQLContext } from './builder.js';
 
 /** The webhook delivery body, as a GraphQL object. */
 const Event = builder.objectRef<EventEnvelope>('Event').implement({
@@ -38,6 +40,19 @@ const eventsArgsSchema = z.object({
     .max(50),
 });
 
+/**
+ * Who holds a live subscription: the API key (ended when it is revoked), or a person's session over
+ * graphql-ws (`session:` ids, as the storefront's are `token:`), whose socket is closed when the
+ * session ends. A person's SSE stream would outlive their session (nothing ends it), so it is refused.
+ */
+function liveOwner(ctx: GraphQLContext): SubscriptionOwner {
+  if (ctx.apiKey) return { shopId: ctx.shop.id, apiKeyId: ctx.apiKey.id };
+  if (ctx.staff && ctx.overWebSocket) return { shopId: ctx.shop.id, apiKeyId: `session:${ctx.staff.sessionId}` };
+  throw new GraphQLError('a signed-in person\'s live events come over graphql-ws (ws(s)://…/graphql with the session cookie), or use an API key', {
+    extensions: { code: 'unauthorized' },
+  });
+}
+
 builder.subscriptionFields((t) => ({
   events: t.field({
     type: Event,
@@ -45,7 +60,7 @@ builder.subscriptionFields((t) => ({
     args: { topics: t.arg.stringList({ required: true }) },
     subscribe: async (_root, args, ctx) => {
       const { topics } = parseInput(eventsArgsSchema, args);
-      return ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: adminKey(ctx).id }, (event) => topics.some((topic) => topicMatches(topic, event.type)));
+      return ctx.bus.subscribe(liveOwner(ctx), (event) => topics.some((topic) => topicMatches(topic, event.type)));
     },
     resolve: (event) => event,
   }),
@@ -56,7 +71,7 @@ builder.subscriptionFields((t) => ({
     subscribe: async (_root, args, ctx) => {
       const customer = await getCustomer(ctx.db, ctx.shop.id, args.identifier.trim());
       return pipe(
-        await ctx.bus.subscribe({ shopId: ctx.shop.id, apiKeyId: adminKey(ctx).id }, (event) => balanceChangeOf(event)?.customerId === customer.id),
+        await ctx.bus.subscribe(liveOwner(ctx), (event) => balanceChangeOf(event)?.customerId === customer.id),
         // Read back from the ledger: the bus carries plain JSON, the Activity type wants Dates.
         map((event: EventEnvelope) => findActivity(ctx.db, ctx.shop.id, balanceChangeOf(event)!.activityId)),
         filter((activity): activity is ActivityShape => activity !== undefined),

@@ -122,7 +122,9 @@ export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLSer
     landingPage: false,
     context: ({ req }) => {
       const linkBase = services.publicUrl ?? `${req.protocol ?? 'http'}://${req.host ?? 'localhost'}`;
-      const common = { db, webhooks: services.webhooks, bus: services.bus, shopifyAdmin: services.shopifyAdmin, mail: services.mail, linkBase, now: services.now };
+      const common = {
+        db, webhooks: services.webhooks, bus: services.bus, shopifyAdmin: services.shopifyAdmin, mail: services.mail, linkBase, now: services.now, overWebSocket: req.overWebSocket === true,
+      };
       if (face === 'admin') {
         // A machine's API key, or a person's session (its role checked per field: useStaffRoles).
         if (!req.shop || !(req.apiKey || req.staff)) throw unauthenticatedError(face);

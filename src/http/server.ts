@@ -26,7 +26,7 @@ import { graphqlHandler, requireShopForGraphQL } from './graphql-route.js';
 import { mailUnsubscribeRoutes } from './mail-unsubscribe.js';
 import { type Metrics, registerMetrics } from './metrics.js';
 import { registerStorefront, storefrontSocketIdentity } from './storefront-route.js';
-import { registerStaffSession, staffDoor, staffDownloadDoor } from './staff-session.js';
+import { registerStaffSession, staffDoor, staffDownloadDoor, staffSocketDoor } from './staff-session.js';
 import { attachGraphQLWebSocket } from './websocket.js';
 
 export const BODY_LIMIT = 1024 * 1024;
@@ -126,12 +126,14 @@ export async function createHttpServer(deps: {
   const services = { rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, mail: deps.mail, publicUrl: deps.publicUrl, now: deps.now };
   const yoga = createGraphQLServer(db, logger, services, 'admin');
   const storefrontYoga = createGraphQLServer(db, logger, services, 'storefront');
+  const staffSocket = staffSocketDoor(staff);
   const webSockets = attachGraphQLWebSocket(
     app.server,
     [
       {
         yoga,
-        authenticate: (authorization) => identityFromAuthorization(db, authorization),
+        // A key in connectionParams is the caller, whatever cookie the upgrade carries; without one, a person's session may be.
+        authenticate: (authorization, request) => (authorization === undefined ? staffSocket(request) : identityFromAuthorization(db, authorization)),
         acquireSlot: (identity) => bus.socketSlots.acquire(identity.shop.id),
       },
       {
@@ -147,6 +149,7 @@ export async function createHttpServer(deps: {
     bus,
     logger,
     keysInUse: () => [...bus.keysInUse(), ...webSockets.keysInUse()],
+    sessions: { inUse: webSockets.sessionsInUse, ended: webSockets.closeSessions, now: deps.now },
   });
   // Live subscriptions end before the drain: sockets close with 1001 (clients resubscribe
   // elsewhere), then the bus ends SSE streams, which would otherwise hold the close forever.

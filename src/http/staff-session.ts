@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { DB } from '../db/database.js';
 import { UnauthenticatedError } from '../domain/kernel/index.js';
@@ -13,8 +14,8 @@ export const CSRF_HEADER = 'x-csrf-token';
 
 export type StaffDeps = { db: DB; limiter: StaffLimiter; now: () => Date; publicUrl: string | null };
 
-/** The session cookie's value, if the request carries one. */
-export function sessionCookie(request: FastifyRequest): string | null {
+/** The session cookie's value, if the request (or a WebSocket upgrade) carries one. */
+export function sessionCookie(request: { headers: IncomingHttpHeaders }): string | null {
   for (const part of (request.headers.cookie ?? '').split(';')) {
     const at = part.indexOf('=');
     if (at > 0 && part.slice(0, at).trim() === SESSION_COOKIE) return part.slice(at + 1).trim();
@@ -155,5 +156,36 @@ export function staffDownloadDoor(deps: StaffDeps, urls: readonly string[]) {
     request.shop = session.shop;
     request.apiKey = null;
     request.staff = session;
+  };
+}
+
+/**
+ * Whether a WebSocket upgrade comes from a page of this server: its Origin is PUBLIC_URL's, or,
+ * without PUBLIC_URL, names the host the upgrade was sent to. An upgrade carries no CSRF token and
+ * some browsers send the cookie with another site's upgrade (cross-site WebSocket hijacking), so
+ * the cookie counts only from our own pages; a client that sends no Origin is no browser page and
+ * has no business using a person's cookie either.
+ */
+function fromOwnOrigin(request: IncomingMessage, publicUrl: string | null): boolean {
+  const origin = request.headers.origin;
+  if (!origin) return false;
+  try {
+    return publicUrl ? new URL(publicUrl).origin === origin : new URL(origin).host === request.headers.host;
+  } catch {
+    return false; // an Origin that is no URL (e.g. "null", from a sandboxed page)
+  }
+}
+
+/**
+ * graphql-ws's cookie door (the program page's live events, /dashboard#session): a live session is
+ * the connection's caller when the upgrade came from our own origin (fromOwnOrigin). Asked again
+ * for every operation, so an ended session opens nothing more; revocation-watch.ts closes its socket.
+ */
+export function staffSocketDoor(deps: StaffDeps) {
+  return async (request: IncomingMessage): Promise<{ shop: StaffSession['shop']; apiKey: null; staff: StaffSession } | null> => {
+    const token = sessionCookie(request);
+    if (!token || !fromOwnOrigin(request, deps.publicUrl)) return null;
+    const session = await staffSession(deps.db, token, deps.now());
+    return session && { shop: session.shop, apiKey: null, staff: session };
   };
 }

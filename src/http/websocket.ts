@@ -42,19 +42,22 @@ export type WebSocketFace = {
  * and its storefront STOREFRONT_SUBSCRIPTIONS_PER_SHOP (each customer
  * STOREFRONT_SUBSCRIPTIONS_PER_CUSTOMER); one more is closed with 1008. Every operation then runs through its Yoga's
  * envelop, so context, rate limits, error masking and validation are the same as over HTTP.
- * Returns the shutdown (closes every socket) and the ids of the keys sockets are open with.
+ * On /graphql a person's page may open one with their session cookie instead of a key (no
+ * Authorization; src/http/staff-session.ts staffSocketDoor): it is held by the session, and
+ * closed with 4403 when revocation-watch.ts finds the session ended (on any instance).
+ * Returns the shutdown (closes every socket), the ids of the keys and of the staff sessions sockets
+ * are open with, and the close of an ended session's sockets.
  */
 export function attachGraphQLWebSocket(
   server: Server,
   faces: WebSocketFace[],
   bus: Pick<EventBus, 'onRevoked' | 'wasRevoked'>,
-): { close(): Promise<void>; keysInUse(): Iterable<string> } {
+): { close(): Promise<void>; keysInUse(): Iterable<string>; sessionsInUse(): Iterable<string>; closeSessions(ids: Iterable<string>): void } {
   let closing = false;
-  // The open sockets by the id of the API key they authenticated with (admin sockets).
-  const byKey = new Map<string, Set<WebSocket>>();
-  const stopHearingRevocations = bus.onRevoked((key) => {
-    for (const socket of byKey.get(key.id) ?? []) socket.close(FORBIDDEN, 'Forbidden: the API key was revoked');
-  });
+  // The open admin sockets by the API key, or the staff session, they authenticated with.
+  const byKey = socketsBy();
+  const bySession = socketsBy();
+  const stopHearingRevocations = bus.onRevoked((key) => byKey.close(key.id, 'Forbidden: the API key was revoked'));
   const served = new Map(faces.map((face) => [face.yoga.graphqlEndpoint, serve(face)]));
 
   server.on('upgrade', (request, socket, head) => {
@@ -87,12 +90,11 @@ export function attachGraphQLWebSocket(
             return false;
           }
           const keyId = identity.apiKey?.id;
-          const sockets = (keyId && byKey.get(keyId)) || new Set<WebSocket>();
-          if (keyId) byKey.set(keyId, sockets.add(socket));
+          const sessionId = identity.staff?.sessionId;
+          const forgetHolder = keyId ? byKey.add(keyId, socket) : sessionId ? bySession.add(sessionId, socket) : () => {};
           const forget = () => {
             release();
-            sockets.delete(socket);
-            if (keyId && sockets.size === 0 && byKey.get(keyId) === sockets) byKey.delete(keyId);
+            forgetHolder();
           };
           // Gone, or its key revoked, while its slot was being taken: nothing would close it later.
           if (socket.readyState !== socket.OPEN || (keyId && bus.wasRevoked(keyId))) {
@@ -110,7 +112,7 @@ export function attachGraphQLWebSocket(
             ctx.extra.socket.close(FORBIDDEN, 'Forbidden');
             return [new GraphQLError('the credential is no longer valid')];
           }
-          const operation = await prepare({ req: identity }, payload);
+          const operation = await prepare({ req: { ...identity, overWebSocket: true } }, payload);
           if ('errors' in operation) return operation.errors;
           const rootValue: RootValue = { execute: operation.execute, subscribe: operation.subscribe };
           return { ...operation.args, rootValue };
@@ -136,5 +138,31 @@ export function attachGraphQLWebSocket(
     for (const socket of clients()) socket.terminate();
     await Promise.all(disposed);
   }
-  return { close, keysInUse: () => byKey.keys() };
+  return {
+    close,
+    keysInUse: () => byKey.ids(),
+    sessionsInUse: () => bySession.ids(),
+    closeSessions: (ids) => {
+      for (const id of ids) bySession.close(id, 'Forbidden: the staff session ended');
+    },
+  };
+}
+
+/** Open sockets by who holds them (a key's id, a session's id): each socket added is forgotten once by the function add returns. */
+function socketsBy() {
+  const held = new Map<string, Set<WebSocket>>();
+  return {
+    add(id: string, socket: WebSocket): () => void {
+      const sockets = held.get(id) ?? new Set<WebSocket>();
+      held.set(id, sockets.add(socket));
+      return () => {
+        sockets.delete(socket);
+        if (sockets.size === 0 && held.get(id) === sockets) held.delete(id);
+      };
+    },
+    close(id: string, reason: string): void {
+      for (const socket of held.get(id) ?? []) socket.close(FORBIDDEN, reason);
+    },
+    ids: () => held.keys(),
+  };
 }

@@ -10,5 +10,5 @@ export {
 } from './links.js';
 export { roleAllows, STAFF_ROLES, type StaffRole } from './roles.js';
 export {
-  csrfTokenMatches, csrfTokenOf, endSession, type NewSession, purgeExpiredStaffRecords, SESSION_IDLE_MS, SESSION_MAX_MS, staffSession, type StaffSession,
+  csrfTokenMatches, csrfTokenOf, endedStaffSessions, endSession, type NewSession, purgeExpiredStaffRecords, SESSION_IDLE_MS, SESSION_MAX_MS, staffSession, type StaffSession,
 } from './sessions.js';

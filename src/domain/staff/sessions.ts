@@ -95,6 +95,25 @@ export async function staffSession(db: Queryable, token: string, now: Date): Pro
   };
 }
 
+/**
+ * Which of these sessions have ended (signed out, password changed or reset, person removed, idle
+ * or past their age): what holds one open without making requests (a graphql-ws socket) is closed
+ * by this. One query, and it reads only: being watched is not a request that keeps a session alive.
+ */
+export async function endedStaffSessions(db: Queryable, ids: readonly string[], now: Date): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const live = await db
+    .selectFrom('staff_sessions as s')
+    .innerJoin('staff_memberships as m', (j) => j.onRef('m.shop_id', '=', 's.shop_id').onRef('m.staff_id', '=', 's.staff_id'))
+    .select('s.id')
+    .where('s.id', 'in', ids)
+    .where('s.expires_at', '>', now)
+    .where('s.last_seen_at', '>', new Date(now.getTime() - SESSION_IDLE_MS))
+    .execute();
+  const alive = new Set(live.map((row) => row.id));
+  return ids.filter((id) => !alive.has(id));
+}
+
 /** Sign-out: the token stops working everywhere at once. */
 export async function endSession(db: Queryable, token: string): Promise<void> {
   await db.deleteFrom('staff_sessions').where('token_hash', '=', sha256(token).toString('hex')).execute();

@@ -1,5 +1,6 @@
 // The console's settings screen (#/settings): earning rules, rewards and tiers (a table and one form
-// each: a new one, or the one chosen to edit), the points settings and the Shopify store, all on the
+// each: a new one, or the one chosen to edit), the shop's settings (several forms, each sending only
+// its own fields to shopSettingsUpdate) and the Shopify store, all on the
 // admin schema's own mutations. Each userError shows beside its field; what a role may change is
 // the server's to decide (a refusal shows its message). Uses admin.js's helpers; webhooks.js uses
 // this file's. Every value is written as text.
@@ -41,14 +42,14 @@ function fillForm(form, values) {
 
 /**
  * Runs a mutation from `form`: its userErrors beside the fields, or `done` said, the form's old
- * errors cleared and `after()` (the screen again). Resolves to the payload when it succeeded.
+ * errors cleared and `after()` if given (the screen again). Resolves to the payload when it succeeded.
  */
 async function submitMutation(form, field, query, variables, done, after) {
   const result = (await gql(query, variables))[field];
   if (result.userErrors.length) return showUserErrors(form, result.userErrors);
   showUserErrors(form, []);
   say(done, true);
-  await after();
+  await after?.();
   return result;
 }
 
@@ -89,13 +90,18 @@ const LISTS = [
   },
 ];
 
+// What the forms of the shop's settings show (form[data-settings]).
+const SHOP_SETTINGS = `pendingDays expiry { mode days warningDays } referrerPoints refereePoints storefrontOrigins earnOnTestOrders signUpBonusSince
+  tiers { metric window days } codeWarningDays returnPointsOnCodeExpiry returnCodePointsOnRefund
+  currency timezone rateLimitPerMinute webhookRetentionDays auditRetentionDays`;
+
 // The first 50 rewards: a wider page costs more of the shop's GraphQL rate limit (docs/api.md).
 const SETTINGS = `query Settings {
   earningRules { _id name type earnPoint spent action active }
   pointsRedemptions(first: 50) { edges { node { _id name type rewardValue discountValue status } } }
   tiers { id name threshold multiplier }
   shop {
-    settings { pendingDays expiry { mode days warningDays } referrerPoints refereePoints storefrontOrigins }
+    settings { ${SHOP_SETTINGS} }
     shopify { shopDomain webhookSecretSet }
     shopifyAdmin { connectedAt auth scopes missingScopes }
   }
@@ -105,8 +111,7 @@ async function showSettings() {
   const data = await gql(SETTINGS);
   show('settings');
   for (const list of LISTS) showList(list, list.items(data));
-  const program = $('#program-form');
-  fillForm(program, data.shop.settings);
+  for (const form of document.querySelectorAll('form[data-settings]')) fillForm(form, data.shop.settings);
   $('#shopify-domain').value = data.shop.shopify.shopDomain || '';
   $('#shopify-now').textContent = data.shop.shopify.shopDomain
     ? `Orders come from ${data.shop.shopify.shopDomain}${data.shop.shopify.webhookSecretSet ? ', its webhooks signed with the saved secret' : ' (no webhook secret yet)'}.`
@@ -163,12 +168,18 @@ for (const list of LISTS) {
   }));
 }
 
-$('#program-form').addEventListener('submit', guarded(async (event) => {
-  event.preventDefault();
-  const form = event.currentTarget;
-  await submitMutation(form, 'shopSettingsUpdate', `mutation Save($input: ShopSettingsInput!) { shopSettingsUpdate(input: $input) { ${USER_ERRORS} } }`,
-    { input: formInput(form) }, 'The settings are saved.', showSettings);
-}));
+// Each form of the shop's settings sends its own fields only (saving the codes' settings does not
+// send the tiers' again: a tier setting re-evaluates every member), and only it is filled again from
+// the answer: what is being typed in another form stays.
+for (const form of document.querySelectorAll('form[data-settings]')) {
+  form.addEventListener('submit', guarded(async (event) => {
+    event.preventDefault();
+    const saved = await submitMutation(form, 'shopSettingsUpdate',
+      `mutation Save($input: ShopSettingsInput!) { shopSettingsUpdate(input: $input) { settings { ${SHOP_SETTINGS} } ${USER_ERRORS} } }`,
+      { input: formInput(form) }, 'The settings are saved.');
+    if (saved) fillForm(form, saved.settings);
+  }));
+}
 
 $('#shopify-form').addEventListener('submit', guarded(async (event) => {
   event.preventDefault();

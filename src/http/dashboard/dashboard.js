@@ -3,8 +3,8 @@
 // `events` subscription on every topic: each event refreshes the figures, and those on the checked
 // topics are listed. Plain browser JavaScript, no build step; graphql-ws's and Chart.js's browser
 // builds (served beside this file, from node_modules) provide window.graphqlWs and window.Chart.
-// Opened from the staff console (/dashboard#session), the page reads the same figures with the
-// person's session instead, over HTTP, every minute: a session opens no live subscription yet.
+// Opened from the staff console (/dashboard#session), the same connection is opened with the
+// person's session cookie instead of a key (the server closes it when the session ends).
 'use strict';
 
 const MAX_EVENTS = 100;
@@ -12,7 +12,6 @@ const RECENT = 15;
 const DAY = 86_400_000;
 // Events come in bursts (an order earns, a tier changes, a webhook is queued): one refresh after the burst.
 const REFRESH_AFTER_MS = 250;
-const SESSION_REFRESH_MS = 60_000;
 const $ = (selector) => document.querySelector(selector);
 const EVENTS_QUERY = 'subscription Live($topics: [String!]!) { events(topics: $topics) { id type timestamp shopId data } }';
 const PROGRAM_QUERY = `query Program($from: DateTime!, $to: DateTime!, $recent: Int!) {
@@ -62,26 +61,30 @@ function wsUrl() {
   return `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/graphql`;
 }
 
-function connect(apiKey) {
+/**
+ * The page's one connection: with `connectionParams` carrying an API key, or none (the browser sends
+ * the console's session cookie with the upgrade). `says`: the status when live and when refused.
+ */
+function connect(connectionParams, says) {
   disconnect();
   setStatus('connecting…', 'idle');
   const client = window.graphqlWs.createClient({
     url: wsUrl(),
-    connectionParams: { Authorization: `Bearer ${apiKey}` },
+    connectionParams,
     lazy: false,
-    // Reconnect after network trouble or a server restart, never after a refused key.
+    // Reconnect after network trouble or a server restart, never after a refused key or an ended session.
     retryAttempts: Infinity,
     shouldRetry: (event) => !(event && event.code === 4403),
     on: {
       connected: () => {
-        setStatus('live', 'live');
+        setStatus(says.live, 'live');
         // Whatever changed while the connection was down.
         scheduleRefresh();
       },
       closed: (event) => {
         if (state.client !== client) return;
         if (event && event.code === 4403) {
-          setStatus('API key refused', 'error');
+          setStatus(says.refused, 'error');
           disconnect(false);
         } else {
           setStatus('reconnecting…', 'idle');
@@ -404,48 +407,20 @@ function prependEvent(event) {
   while (list.children.length > MAX_EVENTS) list.lastElementChild.remove();
 }
 
-/**
- * A client of /graphql with the console's staff session (its cookie, and its CSRF token in
- * x-csrf-token), in graphql-ws's shape for `query`: one result, then complete.
- */
-function sessionClient(csrfToken) {
-  return {
-    subscribe(payload, sink) {
-      fetch('/graphql', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json', 'x-csrf-token': csrfToken },
-        credentials: 'same-origin',
-        body: JSON.stringify(payload),
-      })
-        .then((res) => res.json())
-        .then((result) => {
-          sink.next(result);
-          sink.complete();
-        }, sink.error);
-      return () => {};
-    },
-    dispose() {},
-  };
-}
-
 async function useSession() {
   const res = await fetch('/admin/session', { headers: { accept: 'application/json' }, credentials: 'same-origin' });
   if (!res.ok) return setStatus('not signed in: sign in at /admin, or connect with an API key', 'error');
   const session = await res.json();
-  state.client = sessionClient(session.csrfToken);
-  setStatus(`signed in as ${session.staff.email}`, 'live');
-  $('#connect-button').disabled = true;
+  connect(undefined, { live: `live, signed in as ${session.staff.email}`, refused: 'the session has ended: sign in again at /admin' });
+  // Disconnecting would leave only the key's way back.
   $('#disconnect-button').disabled = true;
-  $('#events-panel').hidden = true;
-  scheduleRefresh();
-  setInterval(scheduleRefresh, SESSION_REFRESH_MS);
 }
 
 if (location.hash === '#session') useSession();
 
 $('#connect').addEventListener('submit', (e) => {
   e.preventDefault();
-  connect($('#api-key').value.trim());
+  connect({ Authorization: `Bearer ${$('#api-key').value.trim()}` }, { live: 'live', refused: 'API key refused' });
 });
 $('#disconnect-button').addEventListener('click', () => disconnect());
 $('#range').addEventListener('change', scheduleRefresh);
