@@ -22,6 +22,12 @@ type EventData = Record<string, unknown>;
 /** The events that may call for an e-mail, each about the `customer` its data names. */
 const MAIL_TOPICS = new Set(['redemptions/created', 'redemptions/expiring', 'points/earned', 'points/expiring', 'points/expired', 'points/added', 'tiers/changed']);
 
+/** Whether an event may call for an e-mail: of points added, only a referral's reward (a batch of others costs the relay no query). */
+function mayMail({ type, data }: QueuedEvent): boolean {
+  const d = data as EventData | null;
+  return MAIL_TOPICS.has(type) && typeof d?.customer === 'string' && (type !== 'points/added' || d.settingType === 'referral');
+}
+
 /** What a code's e-mails (reward issued, code expiring) keep of its event. */
 const codeFields = ({ code, value, type, currency, expiresAt, pointsAmount }: EventData) => ({ code, value, type, currency, expiresAt, pointsAmount });
 
@@ -30,7 +36,7 @@ const REFEREE_REWARD = /^Referral reward: signed up with code /;
 
 /** The outbox relay's part: the e-mails its batch of events calls for, in shops that send them. */
 export async function queueMail(trx: Trx, events: readonly QueuedEvent[], now: Date): Promise<void> {
-  const wanted = events.filter((e) => MAIL_TOPICS.has(e.type) && typeof (e.data as EventData | null)?.customer === 'string');
+  const wanted = events.filter(mayMail);
   if (wanted.length === 0) return;
   const shops = await trx
     .selectFrom('shop_mail_settings as m')
@@ -70,7 +76,7 @@ export async function queueMail(trx: Trx, events: readonly QueuedEvent[], now: D
         if (points < 0) mail('points_expired', { points: -points, at: data.createdAt });
         break;
       case 'points/added':
-        if (data.settingType === 'referral' && points > 0) mail('referral_reward', { points, referee: REFEREE_REWARD.test(String(data.description)) });
+        if (points > 0) mail('referral_reward', { points, referee: REFEREE_REWARD.test(String(data.description)) });
         break;
       case 'tiers/changed': {
         const kind = tierChanges.get(event.id);
