@@ -24,7 +24,8 @@ const QUIET = 'Quiet team';
 /** A shop-local day ('YYYY-MM-DD') as the e-mails write it. */
 const longDate = (day: string) => new Intl.DateTimeFormat('en', { dateStyle: 'long', timeZone: 'UTC' }).format(new Date(`${day}T12:00:00Z`));
 
-describe('the other e-mails: expiry, codes, tiers, referrals, birthdays', () => {
+// Each test walks a whole flow (two shops, the clock days ahead, two rounds of due work): more than the default minute on a loaded machine.
+describe('the other e-mails: expiry, codes, tiers, referrals, birthdays', { timeout: 120_000 }, () => {
   let smtp: TestSmtp;
   let t: TestApp;
   let clock: ReturnType<typeof movableClock>;
