@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAIL_KINDS, renderMail } from '../src/domain/mail/index.js';
+import { MAIL_KINDS, type MailKind, renderMail } from '../src/domain/mail/index.js';
 import { type BrowserSession, openChromium } from './chromium.js';
 
 /**
@@ -20,7 +20,25 @@ const VARIABLES = {
   terms: 'Use it once at checkout, until December 27, 2026.',
   points: '15',
   date: 'November 27, 2026',
+  expiresAt: 'December 27, 2026',
+  tier: 'Gold',
+  previousTier: 'Silver',
+  tierNow: 'Your tier is now Bronze.',
+  referral: 'for referring a friend',
   unsubscribeUrl: 'https://loyalty.example/mail/unsubscribe?token=u1.x.y',
+};
+
+/** What each kind's body says with VARIABLES (besides its greeting and the balance). */
+const SAYS: Record<MailKind, string> = {
+  reward_issued: 'You redeemed 100 points for 5 EUR off.',
+  points_earned: 'On November 27, 2026 you earned 15 points.',
+  points_expiring: '15 points of your balance expire after November 27, 2026.',
+  points_expired: 'On November 27, 2026, 15 points of your balance expired.',
+  code_expiring: 'Use it once at checkout, until December 27, 2026.',
+  tier_reached: 'Congratulations: you are now a Gold member.',
+  tier_lost: 'You are no longer a Silver member. Your tier is now Bronze.',
+  referral_reward: 'You earned 15 points for referring a friend.',
+  birthday: 'Happy birthday! We gave you 15 points to celebrate.',
 };
 
 describe('the e-mails in Chromium', () => {
@@ -40,14 +58,14 @@ describe('the e-mails in Chromium', () => {
     expect(body).toContain('Shop <b>&'); // escaped in the HTML, so shown as text
     expect(body).toContain('Hi ann,');
     expect(body).toContain('Your balance is now 900 points.');
-    if (kind === 'reward_issued') {
+    expect(body).toContain(SAYS[kind]);
+    expect(text).toContain(SAYS[kind]);
+    if (kind === 'reward_issued' || kind === 'code_expiring') {
       const code = chromium.page.getByText('FIVE-ABCDEFGHJK', { exact: true });
       await expect(code.isVisible()).resolves.toBe(true);
       // On one line, even on a phone: a code broken at its hyphen is easily copied wrong.
       expect((await code.boundingBox())!.height).toBeLessThan(40);
-      expect(text).toContain('FIVE-ABCDEFGHJK');
-    } else {
-      expect(body).toContain('On November 27, 2026 you earned 15 points.');
+      expect(text).toContain('    FIVE-ABCDEFGHJK\n');
     }
     const unsubscribe = chromium.page.getByRole('link', { name: 'Unsubscribe' });
     await expect(unsubscribe.getAttribute('href')).resolves.toBe(VARIABLES.unsubscribeUrl);

@@ -1,56 +1,11 @@
-import type { ParsedMail } from 'mailparser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPointsRedemption } from '../src/domain/rewards/index.js';
-import { queueMail } from '../src/domain/mail/index.js';
-import { inTransaction } from '../src/db/transaction.js';
+import { MAIL_KINDS } from '../src/domain/mail/index.js';
 import { movableClock, onPostgres, startTestApp, type TestApp, withTwoInstances } from './helpers.js';
 import { until } from './live-helpers.js';
+import { mailingShop, messagesOf, PUBLIC_URL, rawHeader, redeem, requeue, SETTINGS, settled, unsubscribeLink } from './mail-helpers.js';
 import { startHungSmtp, startSmtp, type TestSmtp } from './smtp-server.js';
 
-const PUBLIC_URL = 'https://loyalty.example';
-
-const SETTINGS = `mutation($input: ShopMailSettingsInput!) { shopMailSettingsUpdate(input: $input) {
-  shopMailSettings { enabled smtpHost smtpPort smtpSecurity smtpUser passwordSet fromName fromAddress kinds }
-  userErrors { code field message } } }`;
 const TEST = `mutation($input: ShopMailTestInput!) { shopMailTest(input: $input) { ok code response messageId userErrors { code field message } } }`;
-
-/** A shop sending through `port`, with a reward worth 100 points and a customer holding `points`. */
-async function mailingShop(t: TestApp, port: number, name = 'Shop <b>&'): Promise<{ shopId: string; apiKey: string; rewardId: string }> {
-  const shop = await t.shop(name);
-  const res = await t.graphql(shop.apiKey, SETTINGS, {
-    input: { enabled: true, smtpHost: '127.0.0.1', smtpPort: port, smtpSecurity: 'none', smtpUser: 'mailer', smtpPassword: 'hunter2', fromName: 'Rewards team', fromAddress: 'rewards@shop.example' },
-  });
-  expect(res.data.shopMailSettingsUpdate.userErrors).toEqual([]);
-  const { pointsRedemption } = await createPointsRedemption(t.app.database.db, shop.shopId, {
-    name: '$5 off', type: 'amount', discountPrefix: 'FIVE-', rewardValue: 100, discountValue: 5, expireDateType: 'days', expireDays: 30,
-  });
-  return { ...shop, rewardId: pointsRedemption._id };
-}
-
-async function redeem(t: TestApp, shop: { apiKey: string; rewardId: string }, customer: string): Promise<string> {
-  const res = await t.post('/rest-api/v1/pointsRedemptions', { customerIdentifier: customer, pointsAmount: 100, rewardId: shop.rewardId }, shop.apiKey);
-  expect(res.status).toBe(200);
-  return (await res.json()).discountCode;
-}
-
-const messagesOf = (t: TestApp, shopId: string) =>
-  t.app.database.db.selectFrom('mail_messages').selectAll().where('shop_id', '=', shopId).orderBy('created_at').orderBy('id').execute();
-
-/** All `count` e-mails are queued and none has anything left to do. */
-const settled = (rows: Array<{ due_at: Date | null }>, count: number) => rows.length === count && rows.every((r) => r.due_at === null);
-
-/** A header as it was sent (mailparser folds the List-* ones into an object of its own), unfolded. */
-function rawHeader(mail: ParsedMail, name: string): string | undefined {
-  const line = mail.headerLines.find((h) => h.key === name.toLowerCase())?.line;
-  return line?.slice(line.indexOf(':') + 1).replace(/\r?\n[ \t]+/g, '').trim();
-}
-
-/** The link of the List-Unsubscribe header, pointed at the test server instead of PUBLIC_URL. */
-function unsubscribeLink(t: TestApp, mail: ParsedMail): string {
-  const url = /^<([^>]+)>$/.exec(rawHeader(mail, 'List-Unsubscribe') ?? '')?.[1] ?? '';
-  expect(url.startsWith(`${PUBLIC_URL}/mail/unsubscribe?token=`)).toBe(true);
-  return url.replace(PUBLIC_URL, t.url);
-}
 
 describe('e-mails to customers', () => {
   let t: TestApp;
@@ -71,7 +26,7 @@ describe('e-mails to customers', () => {
     const read = await t.graphql(shop.apiKey, '{ shopMailSettings { enabled smtpHost smtpPort smtpSecurity smtpUser passwordSet fromAddress kinds suppressions { address } } }');
     expect(read.data.shopMailSettings).toEqual({
       enabled: true, smtpHost: '127.0.0.1', smtpPort: smtp.port, smtpSecurity: 'none', smtpUser: 'mailer', passwordSet: true, fromAddress: 'rewards@shop.example',
-      kinds: ['reward_issued', 'points_earned'], suppressions: [],
+      kinds: [...MAIL_KINDS], suppressions: [],
     });
     const row = await t.app.database.db.selectFrom('shop_mail_settings').selectAll().where('shop_id', '=', shop.shopId).executeTakeFirstOrThrow();
     expect(row.smtp_password_sealed).toMatch(/^v1:/);
@@ -274,10 +229,7 @@ describe.runIf(onPostgres)('e-mails on two instances (PostgreSQL)', () => {
         const codes = await Promise.all(Array.from({ length: 20 }, (_, i) => redeem(i % 2 ? a : b, shop, `c${i % 10}`)));
         await until(() => smtp.received.length >= 20, 20_000, 'twenty e-mails');
         // An event relayed again (a second queueing of the same batch) adds nothing.
-        const events = await a.app.database.db.selectFrom('outbox_events').selectAll().where('shop_id', '=', shop.shopId).where('type', '=', 'redemptions/created').execute();
-        await inTransaction(a.app.database.db, (trx) =>
-          queueMail(trx, events.map((e) => ({ id: e.id, shopId: e.shop_id, type: e.type, data: e.data, createdAt: e.created_at })), new Date()),
-        );
+        await requeue(a, shop.shopId, 'redemptions/created');
         await new Promise((r) => setTimeout(r, 1500));
         expect(smtp.received).toHaveLength(20);
         expect(new Set(smtp.received.map((m) => m.subject)).size).toBe(20);

@@ -11,6 +11,13 @@ const MailKind = builder.enumType('MailKind', {
   values: {
     reward_issued: { description: 'A redemption issued a discount code: the code and its terms.' },
     points_earned: { description: 'Points earned, one e-mail per customer per shop day at most, summing the day\'s credits, sent after the day ends.' },
+    points_expiring: { description: 'Points will expire soon (points/expiring, the shop\'s expiry warningDays before): how many, and their last day.' },
+    points_expired: { description: 'Points expired and left the balance (points/expired).' },
+    code_expiring: { description: 'A discount code will expire soon, unused (redemptions/expiring, the shop\'s codeWarningDays before): the code and its last day.' },
+    tier_reached: { description: 'The customer rose to a higher VIP tier, or reached their first (tiers/changed).' },
+    tier_lost: { description: 'The customer fell to a lower VIP tier, or to none (tiers/changed).' },
+    referral_reward: { description: 'The referral program rewarded the customer: for referring a friend, or for joining with a friend\'s code.' },
+    birthday: { description: 'The birthday rule credited the customer\'s birthday points (then left out of that day\'s points_earned e-mail).' },
   } as const,
 });
 

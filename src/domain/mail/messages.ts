@@ -24,24 +24,50 @@ function rewardOf(data: Record<string, unknown>): string {
   }
 }
 
+const dateOf = (value: unknown) => (typeof value === 'string' ? new Date(value) : null);
+
 /** The variables of a message: its customer, its shop, and what its kind is about. */
 export function mailVariables(settings: OpenMailSettings, claimed: ClaimedMail, unsubscribeUrl: string): MailVariables {
   const data = (claimed.data ?? {}) as Record<string, unknown>;
   const common = { shopName: settings.shopName, customerName: nameOf(claimed.email), email: claimed.email, balance: String(claimed.balance), unsubscribeUrl };
-  if (claimed.kind === 'reward_issued') {
-    const expiresAt = typeof data.expiresAt === 'string' ? new Date(data.expiresAt) : null;
-    return {
-      ...common,
-      code: String(data.code ?? ''),
-      reward: rewardOf(data),
-      pointsSpent: String(data.pointsAmount ?? ''),
-      expiresAt: expiresAt ? formatShopDate(expiresAt, settings.timeZone) : '',
-      terms: `Use it once at checkout${expiresAt ? `, until ${formatShopDate(expiresAt, settings.timeZone)}` : ''}.`,
-    };
+  const shopDate = (at: Date) => formatShopDate(at, settings.timeZone);
+  const points = String(data.points ?? 0);
+  switch (claimed.kind) {
+    case 'reward_issued':
+    case 'code_expiring': {
+      const expiresAt = dateOf(data.expiresAt);
+      return {
+        ...common,
+        code: String(data.code ?? ''),
+        reward: rewardOf(data),
+        pointsSpent: String(data.pointsAmount ?? ''),
+        expiresAt: expiresAt ? shopDate(expiresAt) : '',
+        terms: `Use it once at checkout${expiresAt ? `, until ${shopDate(expiresAt)}` : ''}.`,
+      };
+    }
+    case 'points_earned': {
+      const day = typeof data.day === 'string' ? data.day : claimed.created_at.toISOString().slice(0, 10);
+      // The day is a calendar date already: formatted at its noon in UTC, whatever zone, it stays that date.
+      return { ...common, points, date: formatShopDate(new Date(`${day}T12:00:00Z`), 'UTC') };
+    }
+    case 'points_expiring': {
+      // expiresAt is the start of the shop-local day after the points' last one: the date is that last day.
+      const expiresAt = dateOf(data.expiresAt) ?? claimed.created_at;
+      return { ...common, points, expiresAt: shopDate(expiresAt), date: shopDate(new Date(expiresAt.getTime() - 1)) };
+    }
+    case 'points_expired':
+      return { ...common, points, date: shopDate(dateOf(data.at) ?? claimed.created_at) };
+    case 'tier_reached':
+    case 'tier_lost': {
+      const tier = typeof data.tier === 'string' ? data.tier : '';
+      const tierNow = tier ? `Your tier is now ${tier}.` : 'You hold no tier at the moment.';
+      return { ...common, tier, previousTier: String(data.previousTier ?? ''), tierNow };
+    }
+    case 'referral_reward':
+      return { ...common, points, referral: data.referee ? 'for joining with a friend\'s referral code' : 'for referring a friend' };
+    case 'birthday':
+      return { ...common, points };
   }
-  const day = typeof data.day === 'string' ? data.day : claimed.created_at.toISOString().slice(0, 10);
-  // The day is a calendar date already: formatted at its noon in UTC, whatever zone, it stays that date.
-  return { ...common, points: String(data.points ?? 0), date: formatShopDate(new Date(`${day}T12:00:00Z`), 'UTC') };
 }
 
 /** The e-mail for a claimed message, with its one-click unsubscribe (RFC 8058). */

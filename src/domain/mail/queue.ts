@@ -17,9 +17,26 @@ import type { MailKind } from './templates.js';
 type QueuedEvent = { id: string; shopId: string; type: string; data: unknown; createdAt: Date };
 type NewMessage = { shop_id: string; customer_id: string; kind: MailKind; source: string; data: Record<string, unknown>; due_at: Date };
 
+type EventData = Record<string, unknown>;
+
+/** The events that may call for an e-mail, each about the `customer` its data names. */
+const MAIL_TOPICS = new Set(['redemptions/created', 'redemptions/expiring', 'points/earned', 'points/expiring', 'points/expired', 'points/added', 'tiers/changed']);
+
+/** Whether an event may call for an e-mail: of points added, only a referral's reward (a batch of others costs the relay no query). */
+function mayMail({ type, data }: QueuedEvent): boolean {
+  const d = data as EventData | null;
+  return MAIL_TOPICS.has(type) && typeof d?.customer === 'string' && (type !== 'points/added' || d.settingType === 'referral');
+}
+
+/** What a code's e-mails (reward issued, code expiring) keep of its event. */
+const codeFields = ({ code, value, type, currency, expiresAt, pointsAmount }: EventData) => ({ code, value, type, currency, expiresAt, pointsAmount });
+
+/** The referee's reward, as src/domain/rewards/referrals.ts describes it (the referrer's says "referred …"). */
+const REFEREE_REWARD = /^Referral reward: signed up with code /;
+
 /** The outbox relay's part: the e-mails its batch of events calls for, in shops that send them. */
 export async function queueMail(trx: Trx, events: readonly QueuedEvent[], now: Date): Promise<void> {
-  const wanted = events.filter((e) => e.type === 'redemptions/created' || e.type === 'points/earned');
+  const wanted = events.filter(mayMail);
   if (wanted.length === 0) return;
   const shops = await trx
     .selectFrom('shop_mail_settings as m')
@@ -29,33 +46,64 @@ export async function queueMail(trx: Trx, events: readonly QueuedEvent[], now: D
     .where('m.enabled', '=', true)
     .execute();
   const sending = new Map(shops.map((s) => [s.shop_id, s]));
-  const rewards: NewMessage[] = [];
+  const mailed = wanted.filter((e) => sending.has(e.shopId));
+  const birthdays = await birthdayCredits(trx, mailed.filter((e) => e.type === 'points/earned' && sending.get(e.shopId)!.kinds.includes('birthday')));
+  const tierChanges = await tierKinds(trx, mailed.filter((e) => e.type === 'tiers/changed'));
+  // One e-mail per (event, customer, kind), due at once.
+  const single: NewMessage[] = [];
   // Points earned: one e-mail per customer and shop day, summing the day's credits, sent after the day ends.
   const days = new Map<string, NewMessage & { data: { points: number; day: string } }>();
-  for (const event of wanted) {
-    const shop = sending.get(event.shopId);
-    if (!shop) continue;
-    const data = event.data as Record<string, unknown>;
-    const customer = data.customer;
-    if (typeof customer !== 'string') continue;
-    if (event.type === 'redemptions/created' && shop.kinds.includes('reward_issued')) {
-      const { code, value, type, currency, expiresAt, pointsAmount } = data;
-      rewards.push({ shop_id: event.shopId, customer_id: customer, kind: 'reward_issued', source: event.id, data: { code, value, type, currency, expiresAt, pointsAmount }, due_at: now });
-    } else if (event.type === 'points/earned' && shop.kinds.includes('points_earned')) {
-      const points = Number(data.newPoints) - Number(data.oldPoints);
-      if (!(points > 0)) continue;
-      const day = shopPeriods(event.createdAt, shop.timezone).day;
-      const source = `day:${day}`;
-      const key = `${source} ${customer}`;
-      const held = days.get(key);
-      if (held) held.data.points += points;
-      else days.set(key, { shop_id: event.shopId, customer_id: customer, kind: 'points_earned', source, data: { points, day }, due_at: startOfShopDay(nextDay(day), shop.timezone) });
+  for (const event of mailed) {
+    const shop = sending.get(event.shopId)!;
+    const data = event.data as EventData;
+    const customer = data.customer as string;
+    const mail = (kind: MailKind, fields: Record<string, unknown>) => {
+      if (shop.kinds.includes(kind)) single.push({ shop_id: event.shopId, customer_id: customer, kind, source: event.id, data: fields, due_at: now });
+    };
+    // A ledger entry's change (points/earned, points/added, points/expired).
+    const points = Number(data.newPoints) - Number(data.oldPoints);
+    switch (event.type) {
+      case 'redemptions/created':
+        mail('reward_issued', codeFields(data));
+        break;
+      case 'redemptions/expiring':
+        mail('code_expiring', codeFields(data));
+        break;
+      case 'points/expiring':
+        mail('points_expiring', { points: data.points, expiresAt: data.expiresAt });
+        break;
+      case 'points/expired':
+        if (points < 0) mail('points_expired', { points: -points, at: data.createdAt });
+        break;
+      case 'points/added':
+        if (points > 0) mail('referral_reward', { points, referee: REFEREE_REWARD.test(String(data.description)) });
+        break;
+      case 'tiers/changed': {
+        const kind = tierChanges.get(event.id);
+        const nameOf = (tier: unknown) => (tier as { name?: string } | null)?.name ?? null;
+        if (kind) mail(kind, { tier: nameOf(data.tier), previousTier: nameOf(data.previousTier) });
+        break;
+      }
+      case 'points/earned': {
+        // A birthday the shop tells in its own e-mail is left out of the day's sum: told once.
+        if (birthdays.has(event.id)) {
+          mail('birthday', { points });
+          break;
+        }
+        if (!shop.kinds.includes('points_earned') || !(points > 0)) break;
+        const day = shopPeriods(event.createdAt, shop.timezone).day;
+        const source = `day:${day}`;
+        const key = `${source} ${customer}`;
+        const held = days.get(key);
+        if (held) held.data.points += points;
+        else days.set(key, { shop_id: event.shopId, customer_id: customer, kind: 'points_earned', source, data: { points, day }, due_at: startOfShopDay(nextDay(day), shop.timezone) });
+      }
     }
   }
-  if (rewards.length) {
+  if (single.length) {
     await trx
       .insertInto('mail_messages')
-      .values(rewards.map((m) => ({ id: newId(), ...m, data: JSON.stringify(m.data), updated_at: now })))
+      .values(single.map((m) => ({ id: newId(), ...m, data: JSON.stringify(m.data), updated_at: now })))
       .onConflict((oc) => oc.columns(['source', 'customer_id', 'kind']).doNothing())
       .execute();
   }
@@ -73,6 +121,56 @@ export async function queueMail(trx: Trx, events: readonly QueuedEvent[], now: D
       )
       .execute();
   }
+}
+
+/**
+ * The points/earned events that are a birthday rule's credit. The event names no rule, but the
+ * birthday run records an award (rule_awards) beside each credit, with the rule as it was; the
+ * credit's description is that rule's name and its points the award's.
+ */
+async function birthdayCredits(trx: Trx, events: readonly QueuedEvent[]): Promise<Set<string>> {
+  const credits = events.filter((e) => (e.data as EventData).settingType === 'rule');
+  if (credits.length === 0) return new Set();
+  const awards = await trx
+    .selectFrom('rule_awards as a')
+    .innerJoin('earning_rules as r', 'r.id', 'a.rule_id')
+    .select(['a.customer_id', 'a.points', sql<string>`a.rule_snapshot->>'name'`.as('name')])
+    .where('a.customer_id', 'in', [...new Set(credits.map((e) => (e.data as EventData).customer as string))])
+    .where('r.type', '=', 'birthday')
+    .where('a.points', '>', 0)
+    .execute();
+  const key = (customer: unknown, points: unknown, name: unknown) => JSON.stringify([customer, Number(points), name]);
+  const awarded = new Set(awards.map((a) => key(a.customer_id, a.points, a.name)));
+  return new Set(
+    credits.filter(({ data }) => {
+      const d = data as EventData;
+      return awarded.has(key(d.customer, Number(d.newPoints) - Number(d.oldPoints), d.description));
+    }).map((e) => e.id),
+  );
+}
+
+/**
+ * Whether each tiers/changed event is a tier reached or one lost: the event names the tiers, their
+ * thresholds say which is higher (no tier is below all). A change whose tier was deleted since is
+ * neither, and sends nothing.
+ */
+async function tierKinds(trx: Trx, events: readonly QueuedEvent[]): Promise<Map<string, 'tier_reached' | 'tier_lost'>> {
+  const idOf = (tier: unknown) => (tier as { id?: string } | null)?.id;
+  const ids = [...new Set(events.flatMap(({ data }) => [idOf((data as EventData).tier), idOf((data as EventData).previousTier)]))].filter((id) => id !== undefined);
+  const rows = ids.length ? await trx.selectFrom('tiers').select(['id', 'threshold']).where('id', 'in', ids).execute() : [];
+  const thresholds = new Map(rows.map((r) => [r.id, Number(r.threshold)]));
+  const level = (tier: unknown) => {
+    const id = idOf(tier);
+    return id === undefined ? Number.NEGATIVE_INFINITY : thresholds.get(id);
+  };
+  const kinds = new Map<string, 'tier_reached' | 'tier_lost'>();
+  for (const { id, data } of events) {
+    const from = level((data as EventData).previousTier);
+    const to = level((data as EventData).tier);
+    if (from === undefined || to === undefined || from === to) continue;
+    kinds.set(id, to > from ? 'tier_reached' : 'tier_lost');
+  }
+  return kinds;
 }
 
 /**

@@ -6,7 +6,9 @@ import mjml2html from 'mjml';
  * and each message fills the placeholders of the compiled HTML with escaped values, of the
  * plain-text part and the subject with the values as they are.
  */
-export const MAIL_KINDS = ['reward_issued', 'points_earned'] as const;
+export const MAIL_KINDS = [
+  'reward_issued', 'points_earned', 'points_expiring', 'points_expired', 'code_expiring', 'tier_reached', 'tier_lost', 'referral_reward', 'birthday',
+] as const;
 export type MailKind = (typeof MAIL_KINDS)[number];
 
 export type MailVariables = Record<string, string>;
@@ -38,25 +40,39 @@ const layout = (body: string) => `
 
 const footer = `\n\n--\nYou receive this e-mail as a member of {{shopName}}'s loyalty program.\nUnsubscribe: {{unsubscribeUrl}}\n`;
 
+/** A paragraph, or a discount code shown large and on one line (a code broken at its hyphen is easily copied wrong). */
+type Part = string | { code: string };
+
+/** A template from its subject and paragraphs: MJML for the HTML part, the same words (without markup) for the text part. */
+function template(subject: string, parts: readonly Part[]): Template {
+  const mjml = parts.map((part) =>
+    typeof part === 'string'
+      ? `<mj-text>${part}</mj-text>`
+      : `<mj-text align="center" font-size="24px" line-height="32px" font-weight="bold" letter-spacing="1px" padding="16px"><span style="white-space:nowrap">${part.code}</span></mj-text>`,
+  );
+  const text = parts.map((part) => (typeof part === 'string' ? part.replace(/<\/?strong>/g, '') : `    ${part.code}`));
+  return { subject, mjml: layout(mjml.join('\n        ')), text: `${text.join('\n\n')}${footer}` };
+}
+
+const hi = 'Hi {{customerName}},';
+const balance = 'Your balance is now {{balance}} points.';
+
 const TEMPLATES: Record<MailKind, Template> = {
-  reward_issued: {
-    subject: 'Your reward from {{shopName}}: {{code}}',
-    mjml: layout(`
-        <mj-text>Hi {{customerName}},</mj-text>
-        <mj-text>You redeemed {{pointsSpent}} points for <strong>{{reward}}</strong>. Here is your code:</mj-text>
-        <mj-text align="center" font-size="24px" line-height="32px" font-weight="bold" letter-spacing="1px" padding="16px"><span style="white-space:nowrap">{{code}}</span></mj-text>
-        <mj-text>{{terms}}</mj-text>
-        <mj-text>Your balance is now {{balance}} points.</mj-text>`),
-    text: `Hi {{customerName}},\n\nYou redeemed {{pointsSpent}} points for {{reward}}. Here is your code:\n\n    {{code}}\n\n{{terms}}\n\nYour balance is now {{balance}} points.${footer}`,
-  },
-  points_earned: {
-    subject: 'You earned {{points}} points at {{shopName}}',
-    mjml: layout(`
-        <mj-text>Hi {{customerName}},</mj-text>
-        <mj-text>On {{date}} you earned <strong>{{points}} points</strong>.</mj-text>
-        <mj-text>Your balance is now {{balance}} points.</mj-text>`),
-    text: `Hi {{customerName}},\n\nOn {{date}} you earned {{points}} points.\n\nYour balance is now {{balance}} points.${footer}`,
-  },
+  reward_issued: template('Your reward from {{shopName}}: {{code}}', [
+    hi, 'You redeemed {{pointsSpent}} points for <strong>{{reward}}</strong>. Here is your code:', { code: '{{code}}' }, '{{terms}}', balance,
+  ]),
+  points_earned: template('You earned {{points}} points at {{shopName}}', [hi, 'On {{date}} you earned <strong>{{points}} points</strong>.', balance]),
+  points_expiring: template('{{points}} of your points at {{shopName}} expire soon', [
+    hi, '<strong>{{points}} points</strong> of your balance expire after {{date}}. Spend them by then, or they are gone.', balance,
+  ]),
+  points_expired: template('{{points}} of your points at {{shopName}} expired', [hi, 'On {{date}}, <strong>{{points}} points</strong> of your balance expired.', balance]),
+  code_expiring: template('Your code {{code}} at {{shopName}} expires on {{expiresAt}}', [
+    hi, 'Your code for <strong>{{reward}}</strong> has not been used yet:', { code: '{{code}}' }, 'Use it once at checkout, until {{expiresAt}}.', balance,
+  ]),
+  tier_reached: template('You reached {{tier}} at {{shopName}}', [hi, 'Congratulations: you are now a <strong>{{tier}}</strong> member.', balance]),
+  tier_lost: template('Your {{previousTier}} membership at {{shopName}} has ended', [hi, 'You are no longer a <strong>{{previousTier}}</strong> member. {{tierNow}}', balance]),
+  referral_reward: template('You earned {{points}} points at {{shopName}} with a referral', [hi, 'You earned <strong>{{points}} points</strong> {{referral}}.', balance]),
+  birthday: template('Happy birthday from {{shopName}}: {{points}} points', [hi, 'Happy birthday! We gave you <strong>{{points}} points</strong> to celebrate.', balance]),
 };
 
 const compiled = new Map<MailKind, Promise<string>>();
