@@ -411,6 +411,16 @@ describe('live responses match the document', () => {
     await expectDocumented('GET', '/exports/ledger.csv', '/exports/ledger.csv?from=2026-01-01', 400);
   });
 
+  it('a customer\'s data out, and their erasure', async () => {
+    await t.customer(shop.shopId, 'c-rights', 5);
+    const exported = await expectDocumented('GET', '/customers/data', '/customers/data?customerIdentifier=c-rights', 200);
+    expect(exported.headers.get('cache-control')).toBe('no-store');
+    await expectDocumented('GET', '/customers/data', '/customers/data?customerIdentifier=nobody', 404);
+    const erased = await expectDocumented('POST', '/customers/erase', '/customers/erase', 200, { body: { customerIdentifier: 'c-rights' } });
+    expect(erased.body.customer.points).toBe(5);
+    await expectDocumented('POST', '/customers/erase', '/customers/erase', 404, { body: { customerIdentifier: 'c-rights' } });
+  });
+
   it('covered a success and an error of every documented operation', () => {
     for (const [path, item] of Object.entries(doc.paths)) {
       for (const method of Object.keys(item)) {

@@ -6,6 +6,7 @@ import { rateLimitHook } from '../requests/rate-limit.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
 import type { RateLimiter } from '../rate-limit/limiter.js';
 import { registerCustomerAccessTokenRoutes } from './customer-access-tokens.js';
+import { registerDataRightsRoutes } from './data-rights.js';
 import { registerDiscountCodeRoutes } from './discount-codes.js';
 import { registerEarningRuleRoutes } from './earning-rules.js';
 import { registerExportRoutes, SESSION_DOWNLOADS } from './exports.js';
@@ -37,5 +38,6 @@ export async function restApi(
   registerOrderRoutes(app, opts.db);
   registerEarningRuleRoutes(app, opts.db);
   registerCustomerAccessTokenRoutes(app, opts.db);
+  registerDataRightsRoutes(app, opts.db);
   registerExportRoutes(app, opts.db);
 }

@@ -283,7 +283,7 @@ export const REST_ROUTES: readonly Route[] = [
     description: 'A manual attempt with the same `webhook-id`, to the subscription\'s current URL; the retry schedule is untouched. The body may be omitted.',
     params: pathId('delivery'),
     success: { status: 202, description: 'Accepted; the attempt is being made', schema: ok('WebhookDeliveryReplayAccepted', { delivery: webhookDeliverySchema }, 'Replay accepted: a manual attempt is being made with the same webhook-id') },
-    errors: { 404: ['delivery_not_found'], 422: ['subscription_deleted', 'subscription_disabled'] },
+    errors: { 404: ['delivery_not_found'], 422: ['subscription_deleted', 'subscription_disabled', 'delivery_payload_purged'] },
   },
   {
     method: 'put', path: '/orders/:orderId', operationId: 'orderUpsert', tag: 'Orders', summary: 'Record an order\'s full state',
@@ -353,6 +353,24 @@ export const REST_ROUTES: readonly Route[] = [
     description: 'At once: the customer\'s storefront sessions end (a logout everywhere, a lost device).',
     body: { schema: customerAccessTokensRevokeInputSchema, example: { customerIdentifier: 'ada@example.com' } },
     success: { status: 200, description: 'How many live tokens were revoked', schema: ok('CustomerAccessTokensRevoked', { revokedCount: z.int() }, 'Customer access tokens revoked') },
+    errors: { 404: ['customer_not_found'] },
+  },
+  {
+    method: 'get', path: '/customers/data', operationId: 'customerDataExport', tag: 'Data rights', summary: 'Everything held on one customer',
+    description: 'One JSON document for a data-protection access request: profile, tier, ledger, pending points, rule awards, orders, codes, referrals (the other party by id only), tokens\' metadata, e-mails and the webhook deliveries that carried the customer\'s data. See docs/data-rights.md.',
+    query: customerQuery,
+    success: { status: 200, description: 'The document', schema: ok('CustomerDataExported', { data: z.looseObject({ exportedAt: timestampSchema, customer: customerSchema.safeExtend({ erasedAt: timestampSchema.nullable() }) }) }, 'Customer data exported') },
+    errors: { 404: ['customer_not_found'] },
+  },
+  {
+    method: 'post', path: '/customers/erase', operationId: 'customerErase', tag: 'Data rights', summary: 'Erase a customer (cannot be undone)',
+    description: 'Replaces the customer\'s e-mail, shop customer id and birthday by a tombstone\'s, cancels their issued codes (points not given back), revokes their tokens and purges the stored payloads that carried them; their ledger and orders stay under the tombstone. A `customers/erased` event follows. See docs/data-rights.md.',
+    body: { schema: customerAccessTokensRevokeInputSchema, example: { customerIdentifier: 'ada@example.com' } },
+    success: {
+      status: 200,
+      description: 'The tombstone and what was purged',
+      schema: ok('CustomerErased', { customer: customerSchema, cancelledCodes: z.int(), revokedTokens: z.int(), purgedDeliveries: z.int(), purgedShopifyWebhooks: z.int() }, 'Customer erased'),
+    },
     errors: { 404: ['customer_not_found'] },
   },
   {
@@ -541,6 +559,7 @@ function buildDocument() {
       { name: 'Webhooks', description: 'Subscriptions, the topic catalog and delivery records' },
       { name: 'Orders', description: 'Orders as the shop sends them, the earning rules, and the points they earn' },
       { name: 'Storefront', description: 'Customer access tokens, for a storefront in the browser' },
+      { name: 'Data rights', description: 'A customer\'s data, out as one document, and their erasure' },
     ],
     servers: [server(DEFAULT_ORIGIN)],
     security: [{ apiKey: [] }],

@@ -61,9 +61,8 @@ export async function eraseCustomer(db: DB, shopId: string, input: unknown, acto
 function redactionsOf(row: { email: string; shopify_customer_id: string; birthday: string | null }, tombstone: ReturnType<typeof tombstoneOf>): Redactions {
   const pairs: Array<[string, string]> = [
     [JSON.stringify(row.email), JSON.stringify(tombstone.email)],
-    [JSON.stringify(row.email.toLowerCase()), JSON.stringify(tombstone.email)],
     [`"shopifyCustomerId": ${JSON.stringify(row.shopify_customer_id)}`, `"shopifyCustomerId": ${JSON.stringify(tombstone.shopifyCustomerId)}`],
   ];
   if (row.birthday) pairs.push([`"birthday": ${JSON.stringify(row.birthday)}`, '"birthday": null']);
-  return pairs.filter(([from], i) => pairs.findIndex(([other]) => other === from) === i);
+  return pairs;
 }

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Queryable } from '../../db/transaction.js';
 import { listDiscountCodesOfCustomers } from '../codes/index.js';
 import { customerIdentifierSchema, getCustomer, toCustomer } from '../customers/index.js';
-import { type Page, type PageArgs, parseInput } from '../kernel/index.js';
+import { containsAny, type Page, type PageArgs, parseInput } from '../kernel/index.js';
 import { listActivitiesOfCustomers } from '../ledger/index.js';
 import { listOrdersOfCustomers } from '../orders/index.js';
 
@@ -84,22 +84,25 @@ async function allOf<T>(page: (args: PageArgs) => Promise<Array<Page<T>>>): Prom
 }
 
 /**
- * The shop's webhook deliveries whose payload carried the customer: by their id (every event names
- * its customer), their e-mail or their shop customer id. A pass over the shop's deliveries (they are
- * purged after their retention), read once per request, so none is left out by an index's shape.
+ * The shop's webhook deliveries whose payload carried the customer (by their id, which every event
+ * names, their e-mail or their shop customer id): where their data went and when. Not the payloads:
+ * one may carry another customer too (a referral names both), and theirs is in the rest of the
+ * document. A pass over the shop's deliveries, which are purged after their retention.
  */
 async function deliveriesCarrying(db: Queryable, shopId: string, row: { id: string; email: string; shopify_customer_id: string }) {
-  const { rows } = await sql<{ id: string; topic: string; status: string; created_at: Date; payload: string }>`
-    select id, topic, status, created_at, payload from webhook_deliveries
-    where shop_id = ${shopId} and (${sql.join([JSON.stringify(row.id), ...personalMarks(row)].map((mark) => sql`strpos(payload, ${mark}) > 0`), sql` or `)})
-    order by created_at, id`.execute(db);
-  return rows.map((d) => ({ id: d.id, topic: d.topic, status: d.status, createdAt: d.created_at, payload: d.payload ? JSON.parse(d.payload) : null }));
+  const { rows } = await sql<{ id: string; topic: string; status: string; created_at: Date; callback_url: string | null }>`
+    select d.id, d.topic, d.status, d.created_at, s.callback_url from webhook_deliveries d
+    left join webhook_subscriptions s on s.id = d.subscription_id
+    where d.shop_id = ${shopId} and ${containsAny(sql.ref('d.payload'), [JSON.stringify(row.id), ...personalMarks(row)])}
+    order by d.created_at, d.id`.execute(db);
+  return rows.map((d) => ({ id: d.id, topic: d.topic, status: d.status, createdAt: d.created_at, sentTo: d.callback_url }));
 }
 
 /**
  * How a customer's personal data shows in a JSON text we wrote (JSON.stringify, no spaces): their
- * e-mail as a string, and their shop customer id under its key (a bare "1001" may be an order's).
+ * e-mail as a string (matched in any letter case), and their shop customer id under its key (a
+ * bare "1001" may be an order's).
  */
 export function personalMarks(row: { email: string; shopify_customer_id: string }): string[] {
-  return [...new Set([JSON.stringify(row.email), JSON.stringify(row.email.toLowerCase()), `"shopifyCustomerId":${JSON.stringify(row.shopify_customer_id)}`])];
+  return [JSON.stringify(row.email), `"shopifyCustomerId":${JSON.stringify(row.shopify_customer_id)}`];
 }

@@ -21,7 +21,7 @@ export {
   countFailures, type DueWork, failedItems, failingItems, type FailingItems, type FailureCounts, type FailureFilter,
   listFailures, MAX_ATTEMPTS, RETRY_DELAYS_MS, retrySetAside, runClaimed, runClaimedInBatches,
 } from './scheduling.js';
-export { holdsAny, redactedJsonb, type Redactions } from './redaction.js';
+export { containsAny, holdsAny, redactedJsonb, type Redactions } from './redaction.js';
 export { type SecretBox } from './sealing.js';
 export { singleFlight } from './single-flight.js';
 export {

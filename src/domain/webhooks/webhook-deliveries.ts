@@ -5,7 +5,7 @@ import type { DB } from '../../db/database.js';
 import type { WebhookAttemptTrigger, WebhookDeliveryAttemptRow, WebhookDeliveryRow, WebhookDeliveryStatus } from '../../db/schema.js';
 import { afterCommit, inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
 import { type Actor, recordAudit } from '../audit/index.js';
-import { beforeTimeCursor, encodeTimeCursor, isId, MAX_PAGE_SIZE, newId, NotFoundError, type Page, type PageArgs, parseInput, RuleViolationError, ValidationError } from '../kernel/index.js';
+import { beforeTimeCursor, containsAny, encodeTimeCursor, isId, MAX_PAGE_SIZE, newId, NotFoundError, type Page, type PageArgs, parseInput, RuleViolationError, ValidationError } from '../kernel/index.js';
 
 /**
  * Webhook deliveries: one per (event, matching subscription), created when the outbox relay hands
@@ -181,8 +181,8 @@ function cancelled(now: Date) {
 }
 
 /**
- * Purges the payloads of the shop's deliveries that carry any of `marks` (texts as JSON.stringify
- * writes them: a person's e-mail, say), in the caller's transaction (a customer's erasure): the
+ * Purges the payloads of the shop's deliveries that carry any of `marks` in any letter case (texts
+ * as JSON.stringify writes them: a person's e-mail, say), in the caller's transaction (a customer's erasure): the
  * payload becomes empty and what was still to send is cancelled, as is the receivers' answers' text.
  * The records stay. The ids purged.
  */
@@ -192,7 +192,7 @@ export async function purgeDeliveriesCarrying(trx: Trx, shopId: string, marks: r
     .updateTable('webhook_deliveries')
     .set({ ...cancelled(now), payload: '' })
     .where('shop_id', '=', shopId)
-    .where(sql<boolean>`(${sql.join(marks.map((mark) => sql`strpos(payload, ${mark}) > 0`), sql` or `)})`)
+    .where(containsAny(sql.ref('payload'), marks))
     .returning('id')
     .execute();
   const ids = purged.map((row) => row.id);
@@ -398,7 +398,6 @@ export async function requestReplay(db: DB, shopId: string, id: string, now = ne
       .forUpdate()
       .executeTakeFirst();
     if (!row) throw deliveryNotFound(id);
-    if (row.purged) throw new RuleViolationError('delivery_payload_purged', 'this delivery\'s payload was purged (the customer it carried was erased); there is nothing to send', ['id']);
     const subscription = await trx.selectFrom('webhook_subscriptions').select('status').where('id', '=', row.subscription_id).executeTakeFirst();
     if (!subscription) {
       throw new RuleViolationError('subscription_deleted', 'the subscription of this delivery was deleted; there is nowhere to send it', ['id']);
@@ -406,6 +405,7 @@ export async function requestReplay(db: DB, shopId: string, id: string, now = ne
     if (subscription.status === 'disabled') {
       throw new RuleViolationError('subscription_disabled', 'the subscription of this delivery is disabled; update its callback URL or re-enable it first', ['id']);
     }
+    if (row.purged) throw new RuleViolationError('delivery_payload_purged', 'this delivery\'s payload was purged (the customer it carried was erased); there is nothing to send', ['id']);
     const updated = await trx
       .updateTable('webhook_deliveries')
       // While an attempt is in flight, due_at is its lease: the worker finishing it sees the request.
