@@ -39,7 +39,10 @@ export const ORDER_COLUMNS: ImportColumns = {
 /** A header as a key: lowercased, each run of other characters than letters and digits one `_` ("Points Balance" → points_balance). */
 const headerKey = (header: string) => header.trim().toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_|_$/g, '');
 
-/** A peer's export, read by the headers it may carry for each field (docs/api.md "Moving in" says where they come from). */
+/**
+ * A peer's export, read by the headers it may carry for each field (docs/operations.md "Moving in
+ * from Smile.io or LoyaltyLion" says where they come from).
+ */
 function peerColumns(headers: Record<string, readonly string[]>): ImportColumns {
   const fieldByKey = new Map(Object.entries(headers).flatMap(([field, keys]) => keys.map((key) => [key, field] as const)));
   return {

@@ -316,7 +316,7 @@ const DEFAULT_TIER_MONTHS = 12;
 
 const peerImport = program
   .command('import')
-  .description("customers from another loyalty program's customer export (CSV), by e-mail: balances, birthdays and tiers (docs/api.md \"Moving in\")");
+  .description("customers from another loyalty program's customer export (CSV), by e-mail: balances, birthdays and tiers (docs/operations.md)");
 
 for (const source of Object.keys(PEER_SOURCES) as PeerSource[]) {
   const { label } = PEER_SOURCES[source];

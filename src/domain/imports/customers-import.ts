@@ -105,19 +105,13 @@ export async function importCustomers(
   const { db } = database;
   await getShop(db, shopId);
   return withStaging(database, async (staging) => {
-    const { total, rejected } = await streamBatches(database, staging, records, options, {
+    const { counts } = await streamBatches(database, staging, records, options, {
       validate: validateRecord,
       apply: (trx, rows) => applyBatch(trx, shopId, rows),
     });
-    const referrals = await linkReferees(db, shopId, staging, rejected.limit);
+    const referrals = await linkReferees(db, shopId, staging, options.reportLimit ?? DEFAULT_REPORT_LIMIT);
     return {
-      imported: total.created + total.updated + total.unchanged,
-      created: total.created,
-      updated: total.updated,
-      unchanged: total.unchanged,
-      balancesSet: total.balancesSet,
-      rejected: rejected.listed,
-      rejectedCount: rejected.count,
+      ...counts,
       referralsLinked: referrals.linked,
       referralErrors: referrals.errors.listed,
       referralErrorCount: referrals.errors.count,
@@ -147,7 +141,7 @@ export async function streamBatches<R extends ClaimedRow>(
   records: AsyncIterable<ImportRecord>,
   options: ImportOptions,
   writer: BatchWriter<R>,
-): Promise<{ total: BatchOutcome; rejected: Report; tierProblems: Report }> {
+): Promise<{ counts: BatchCounts; tiersPlaced: number; tierProblems: Report }> {
   const { db } = database;
   const batchSize = options.batchSize ?? 1000;
   const rejected = new Report(options.reportLimit ?? DEFAULT_REPORT_LIMIT);
@@ -204,8 +198,20 @@ export async function streamBatches<R extends ClaimedRow>(
     await Promise.allSettled(inFlight.map((b) => b.written));
   }
   options.onProgress?.(read);
-  return { total, rejected, tierProblems };
+  const counts = {
+    imported: total.created + total.updated + total.unchanged,
+    created: total.created,
+    updated: total.updated,
+    unchanged: total.unchanged,
+    balancesSet: total.balancesSet,
+    rejected: rejected.listed,
+    rejectedCount: rejected.count,
+  };
+  return { counts, tiersPlaced: total.tiersPlaced, tierProblems };
 }
+
+/** What every customers import reports: its good lines, and the lines it refused (the first `reportLimit` listed). */
+export type BatchCounts = Pick<ImportResult, 'imported' | 'created' | 'updated' | 'unchanged' | 'balancesSet' | 'rejected' | 'rejectedCount'>;
 
 /** The first `limit` problems, added in line order, and how many there were in all. */
 export class Report {

@@ -68,12 +68,13 @@ export type PeerImportResult = {
 };
 
 /**
- * Customers from another program's export (docs/api.md "Moving in"): matched by e-mail or created,
- * each one's balance set once by one ledger entry "Imported from <program>" (the mark a re-run
- * finds: a customer the source was imported for is not set again, and a file whose balance differs
- * from the one imported is refused on that line), birthdays set, and tiers placed by name as
- * overrides until `tierUntil`, not re-earned: the entry is an update_points, which no tier metric
- * counts. Streams in batches as the customers import does (streamBatches), so memory stays flat.
+ * Customers from another program's export (docs/operations.md "Moving in from Smile.io or
+ * LoyaltyLion"): matched by e-mail or created, each one's balance set once by one ledger entry
+ * "Imported from <program>" (the mark a re-run finds: a customer the source was imported for is not
+ * set again, and a file whose balance differs from the one imported is refused on that line),
+ * birthdays set, and tiers placed by name as overrides until `tierUntil`, not re-earned: the entry
+ * is an update_points, which no tier metric counts. Streams in batches as the customers import
+ * does (streamBatches), so memory stays flat.
  */
 export async function importPeerCustomers(
   database: ImportDatabase,
@@ -86,19 +87,13 @@ export async function importPeerCustomers(
   const label = PEER_SOURCES[source].label;
   const description = `Imported from ${label}`;
   return withStaging(database, async (staging) => {
-    const { total, rejected, tierProblems } = await streamBatches(database, staging, records, options, {
+    const { counts, tiersPlaced, tierProblems } = await streamBatches(database, staging, records, options, {
       validate: (record) => validatePeerRecord(record, label),
       apply: (trx, rows) => applyPeerBatch(trx, shopId, rows, { description, until: options.tierUntil }),
     });
     return {
-      imported: total.created + total.updated + total.unchanged,
-      created: total.created,
-      updated: total.updated,
-      unchanged: total.unchanged,
-      balancesSet: total.balancesSet,
-      tiersPlaced: total.tiersPlaced,
-      rejected: rejected.listed,
-      rejectedCount: rejected.count,
+      ...counts,
+      tiersPlaced,
       tierProblems: tierProblems.listed,
       tierProblemCount: tierProblems.count,
       dryRun: options.dryRun === true,
