@@ -38,6 +38,8 @@ async function snapshot(db: DB, shopId: string) {
     .innerJoin('customers', 'customers.id', 'activities.customer_id')
     .select(['customers.email', 'activities.type', 'activities.description', 'activities.note', 'activities.old_points', 'activities.new_points'])
     .where('activities.shop_id', '=', shopId)
+    // Batches commit in any order on PostgreSQL (two in flight): each customer's entries in order.
+    .orderBy(sql`lower(customers.email)`)
     .orderBy('activities.seq')
     .execute();
   const events = await db.selectFrom('outbox_events').select(['type']).where('shop_id', '=', shopId).orderBy('id').execute();
@@ -85,9 +87,9 @@ describe('imports from Smile.io and LoyaltyLion exports', () => {
     ]);
     expect(entries).toEqual([
       { email: 'ada@example.com', type: 'update_points', description: 'Imported from Smile.io', note: 'Smile.io: 300 spent points there', old_points: 0, new_points: 1200 },
-      { email: 'GRACE@Example.com', type: 'update_points', description: 'Imported from Smile.io', note: null, old_points: 0, new_points: 50 },
       { email: 'alan@example.com', type: 'update_points', description: 'Imported from Smile.io', note: 'Smile.io: 0 spent points there', old_points: 0, new_points: 0 },
       { email: 'edsger@example.com', type: 'update_points', description: 'Imported from Smile.io', note: 'Smile.io: 5 spent points there', old_points: 0, new_points: 75 },
+      { email: 'GRACE@Example.com', type: 'update_points', description: 'Imported from Smile.io', note: null, old_points: 0, new_points: 50 },
     ]);
     // Placed, not earned: the tier metric counts nothing of an imported balance.
     const metric = await sql<{ n: number }>`select count(*)::int as n from tier_metric_days d join customers c on c.id = d.customer_id where c.shop_id = ${shopId}`.execute(db);
