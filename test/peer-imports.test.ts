@@ -178,7 +178,7 @@ describe('imports from Smile.io and LoyaltyLion exports', () => {
     try {
       const file = path.join(dir, 'll.csv');
       await writeFile(file, 'merchant_id,email,points_spent\n1,a@example.com,3\n');
-      await expect(run(shop.id, 'loyaltylion', file)).rejects.toThrow('the CSV header lacks the column(s) points');
+      await expect(run(shop.id, 'loyaltylion', file)).rejects.toThrow('the CSV header lacks the column(s) points (points_approved)');
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

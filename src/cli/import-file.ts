@@ -19,6 +19,8 @@ export type ImportColumns = {
   numeric: readonly string[];
   json: readonly string[];
   fieldOf?: (header: string) => string | undefined;
+  /** How a missing required field is named to the user: the headers that carry it. */
+  headersOf?: (field: string) => readonly string[];
 };
 
 export const CUSTOMER_COLUMNS: ImportColumns = {
@@ -51,6 +53,7 @@ function peerColumns(headers: Record<string, readonly string[]>): ImportColumns 
     numeric: ['points', 'pointsSpent', 'pointsPending'],
     json: [],
     fieldOf: (header) => fieldByKey.get(headerKey(header)),
+    headersOf: (field) => headers[field] ?? [],
   };
 }
 
@@ -211,7 +214,10 @@ function checkHeader(cells: string[], columns: ImportColumns): Array<string | un
     throw new ImportFileError(`${named} in the CSV header`);
   }
   const missing = columns.required.filter((c) => !fields.includes(c));
-  if (missing.length > 0) throw new ImportFileError(`the CSV header lacks the column(s) ${missing.join(', ')}`);
+  if (missing.length > 0) {
+    const named = columns.headersOf ? missing.map((c) => `${c} (${columns.headersOf!(c).join(' or ')})`) : missing;
+    throw new ImportFileError(`the CSV header lacks the column(s) ${named.join(', ')}`);
+  }
   return fields;
 }
 
