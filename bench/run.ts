@@ -11,6 +11,7 @@ import { benchDatabaseUrl } from './lib/postgres.js';
 import { type BenchOptions, SCALE_PARTS, type Scenario } from './lib/scenario.js';
 import { consoleBench } from './scenarios/console.js';
 import { expiry } from './scenarios/expiry.js';
+import { importPeers } from './scenarios/import-peers.js';
 import { insights } from './scenarios/insights.js';
 import { mail } from './scenarios/mail.js';
 import { isolation } from './scenarios/isolation.js';
@@ -26,9 +27,9 @@ import { subscriptions } from './scenarios/subscriptions.js';
 import { webhooks } from './scenarios/webhooks.js';
 
 // Later scenarios (redemptions, webhook deliveries, subscriptions) are one module each, listed here.
-const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront, insights, shopifySync, consoleBench, mail];
+const SCENARIOS: Scenario[] = [points, redemptions, webhooks, subscriptions, isolation, soak, memory, scale, orders, expiry, storefront, insights, shopifySync, consoleBench, mail, importPeers];
 // Run only when named: it builds databases of millions of rows and takes many minutes.
-const ON_REQUEST = new Set(['scale', 'console']);
+const ON_REQUEST = new Set(['scale', 'console', 'import-peers']);
 
 function positiveInt(name: string, value: string): number {
   const n = Number(value);

@@ -3,7 +3,6 @@
 // sizes (same page width, a page that is full in both, deep pages and cursors in LARGE); then the
 // purges' effect on concurrent writes and an empty purge's duration, at LARGE; then the customers
 // import of a 1,000,000-line file: its rate over the file and the CLI's peak memory.
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { createWriteStream, existsSync } from 'node:fs';
@@ -15,17 +14,16 @@ import type pg from 'pg';
 import { Pool } from 'undici';
 import { loadConfig } from '../../src/config.js';
 import { type DB, openDatabase } from '../../src/db/database.js';
-import { migrateToLatest } from '../../src/db/migrate.js';
 import { purgeRelayedOutboxEvents } from '../../src/domain/kernel/events.js';
 import { encodeCursor, encodeTimeCursor } from '../../src/domain/kernel/pagination.js';
 import { purgeExpiredIdempotencyKeys } from '../../src/domain/ledger/idempotency.js';
-import { createShop } from '../../src/domain/shops/shops.js';
 import { purgeDeliveries } from '../../src/webhooks/delivery-queue.js';
 import { percentile, summarize } from '../lib/load.js';
 import { connect } from '../lib/postgres.js';
-import { dropDatabase, ensureScaleDatabase, FIRST_SHOPIFY_ID, insertDeliveries, insertIdempotencyKeys, recreateDatabase, ROLES, type ScaleDatabase, type ScaleSize } from '../lib/scale-data.js';
+import { ensureScaleDatabase, FIRST_SHOPIFY_ID, insertDeliveries, insertIdempotencyKeys, ROLES, type ScaleDatabase, type ScaleSize } from '../lib/scale-data.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
-import { REPO_ROOT, type ServerProcess, startServer } from '../lib/server.js';
+import { type ServerProcess, startServer } from '../lib/server.js';
+import { timeCliImport } from '../lib/cli-import.js';
 import { fmt, formatTable } from '../lib/table.js';
 
 const TARGETS = { ratio: 2, purgeWriteRatio: 0.8, emptyPurgeMs: 20, importSeconds: 120, importRssMiB: 200 };
@@ -529,85 +527,18 @@ async function importFile(rows: number): Promise<string> {
   return file;
 }
 
-/** When the count first reached `target`, interpolated between polls. */
-function timeAt(samples: Array<{ t: number; n: number }>, target: number): number {
-  for (let i = 1; i < samples.length; i++) {
-    const a = samples[i - 1]!;
-    const b = samples[i]!;
-    if (b.n >= target) return b.n === a.n ? b.t : a.t + ((target - a.n) / (b.n - a.n)) * (b.t - a.t);
-  }
-  return Number.NaN;
-}
-
 async function runImport(base: string, rows: number): Promise<string> {
   const t0 = performance.now();
   const file = await importFile(rows);
   process.stdout.write(`  import file ${file} ready in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
-  const name = 'bench_scale_import';
-  const url = await recreateDatabase(base, name);
-  const { db, close } = await openDatabase({ url, poolSize: 1 });
-  let shopId: string;
-  try {
-    await migrateToLatest(db);
-    shopId = (await createShop(db, 'Scale import')).shop.id;
-  } finally {
-    await close();
-  }
-  const client = await connect(url);
-  try {
-    // Run as users run it (`npm run cli`, with the script's node flags). /usr/bin/time reports the
-    // peak RSS of the largest process under it: the CLI's node (npm itself holds ~70 MiB).
-    const child = spawn('/usr/bin/time', ['-v', 'npm', 'run', '--silent', 'cli', '--', 'customers', 'import', file, '--shop', shopId], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-8000)));
-    const exited = once(child, 'exit');
-    const started = performance.now();
-    const counts: Array<{ t: number; n: number }> = [{ t: 0, n: 0 }];
-    let done = false;
-    void exited.then(() => (done = true));
-    while (!done) {
-      const { rows: r } = await client.query<{ n: string }>('select count(*) as n from customers where shop_id = $1', [shopId]);
-      counts.push({ t: (performance.now() - started) / 1000, n: Number(r[0]!.n) });
-      await Promise.race([sleep(1000), exited]);
-    }
-    const [code] = await exited;
-    const total = (performance.now() - started) / 1000;
-    const final = Number((await client.query<{ n: string }>('select count(*) as n from customers where shop_id = $1', [shopId])).rows[0]!.n);
-    counts.push({ t: total, n: final });
-    const peakKiB = Number(/Maximum resident set size \(kbytes\): (\d+)/.exec(stderr)?.[1] ?? Number.NaN);
-    const tenth = rows / 10;
-    // From the first committed batch: the CLI's start-up (tsx, config, connection) is not the file's rate.
-    const first = counts.find((c) => c.n > 0) ?? { t: 0, n: 0 };
-    const firstRate = first.n < tenth ? (tenth - first.n) / (timeAt(counts, tenth) - first.t) : Number.NaN;
-    const lastRate = tenth / (timeAt(counts, rows) - timeAt(counts, rows - tenth));
-    const peakMiB = peakKiB / 1024;
-    const result = [
-      `customers import of ${rows} NDJSON lines (half with points, a third with birthdays) into an empty shop on PostgreSQL, run as \`npm run cli -- customers import FILE --shop ID\``,
-      `exit code ${code}; ${final} customers in the shop afterwards; the CLI said: ${stdout.trim().split('\n')[0]?.slice(0, 200) ?? ''}`,
-      formatTable(
-        ['import', 'value', 'target', 'result'],
-        [
-          ['total time', `${total.toFixed(1)} s`, `< ${TARGETS.importSeconds} s`, total < TARGETS.importSeconds ? 'met' : 'MISSED'],
-          ['start-up, to the first rows committed', `${first.t.toFixed(1)} s`, '', ''],
-          ['rows/s, first tenth of the file', fmt.rate(firstRate), '', ''],
-          ['rows/s, last tenth of the file', fmt.rate(lastRate), 'steady', lastRate >= 0.8 * firstRate ? 'met' : 'MISSED'],
-          ['rows/s, overall', fmt.rate(final / total), '', ''],
-          ['CLI peak RSS', `${peakMiB.toFixed(0)} MiB`, `< ${TARGETS.importRssMiB} MiB`, peakMiB < TARGETS.importRssMiB ? 'met' : 'MISSED'],
-        ],
-      ),
-    ];
-    if (code !== 0) result.push(`the import failed:\n${stderr.slice(-2000)}`);
-    return result.join('\n');
-  } finally {
-    await client.end();
-    await dropDatabase(base, name);
-  }
+  return timeCliImport({
+    base,
+    name: 'bench_scale_import',
+    rows,
+    command: (shopId) => ['customers', 'import', file, '--shop', shopId],
+    title: `customers import of ${rows} NDJSON lines (half with points, a third with birthdays) into an empty shop on PostgreSQL, run as \`npm run cli -- customers import FILE --shop ID\``,
+    targets: { seconds: TARGETS.importSeconds, rssMiB: TARGETS.importRssMiB },
+  });
 }
 
 // --- the scenario --------------------------------------------------------------------------------

@@ -3,12 +3,25 @@ import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { parse as parseCsv } from 'csv-parse/sync';
-import type { ImportRecord } from '../domain/imports/index.js';
+import type { ImportRecord, PeerSource } from '../domain/imports/index.js';
 
 export type ImportFormat = 'ndjson' | 'csv';
 
-/** An import's CSV columns: which exist, which must, which hold numbers and which JSON (a list in one cell). */
-export type ImportColumns = { all: readonly string[]; required: readonly string[]; numeric: readonly string[]; json: readonly string[] };
+/**
+ * An import's CSV columns: which exist, which must, which hold numbers and which JSON (a list in one
+ * cell). `fieldOf` reads another program's export, whose headers name the fields its own way and
+ * carry columns we do not read: it gives a header's field (one of `all`), or undefined to skip the
+ * column. Without it a header is the field's own name and an unknown one refuses the file.
+ */
+export type ImportColumns = {
+  all: readonly string[];
+  required: readonly string[];
+  numeric: readonly string[];
+  json: readonly string[];
+  fieldOf?: (header: string) => string | undefined;
+  /** How a missing required field is named to the user: the headers that carry it. */
+  headersOf?: (field: string) => readonly string[];
+};
 
 export const CUSTOMER_COLUMNS: ImportColumns = {
   all: ['shopifyCustomerId', 'email', 'points', 'birthday', 'referredBy'],
@@ -23,6 +36,47 @@ export const ORDER_COLUMNS: ImportColumns = {
   required: ['orderId', 'customerIdentifier', 'currency', 'subtotal', 'total', 'status', 'lineItems'],
   numeric: [],
   json: ['lineItems'],
+};
+
+/** A header as a key: lowercased, each run of other characters than letters and digits one `_` ("Points Balance" → points_balance). */
+const headerKey = (header: string) => header.trim().toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_|_$/g, '');
+
+/**
+ * A peer's export, read by the headers it may carry for each field (docs/operations.md "Moving in
+ * from Smile.io or LoyaltyLion" says where they come from).
+ */
+function peerColumns(headers: Record<string, readonly string[]>): ImportColumns {
+  const fieldByKey = new Map(Object.entries(headers).flatMap(([field, keys]) => keys.map((key) => [key, field] as const)));
+  return {
+    all: Object.keys(headers),
+    required: ['email', 'points'],
+    numeric: ['points', 'pointsSpent', 'pointsPending'],
+    json: [],
+    fieldOf: (header) => fieldByKey.get(headerKey(header)),
+    headersOf: (field) => headers[field] ?? [],
+  };
+}
+
+/** The customer exports of Smile.io and LoyaltyLion: their columns, onto the peer import's fields. */
+export const PEER_COLUMNS: Record<PeerSource, ImportColumns> = {
+  smile: peerColumns({
+    email: ['email', 'email_address'],
+    birthday: ['date_of_birth', 'birthday'],
+    points: ['points_balance'],
+    pointsSpent: ['points_spent'],
+    tier: ['vip_tier', 'vip_tier_name'],
+    referralUrl: ['referral_url'],
+  }),
+  loyaltylion: peerColumns({
+    email: ['email', 'email_address'],
+    customerId: ['merchant_id'],
+    birthday: ['birthday', 'date_of_birth'],
+    points: ['points_approved'],
+    pointsPending: ['points_pending'],
+    pointsSpent: ['points_spent'],
+    tier: ['tier', 'loyalty_tier', 'tier_name'],
+    referralUrl: ['referral_url', 'referral_link'],
+  }),
 };
 
 /** The file itself is unusable (unknown columns, no header): nothing is imported. */
@@ -100,7 +154,7 @@ async function* ndjsonRecords(lines: AsyncIterable<{ line: number; text: string 
  * the file (csv-parse's streaming recovery can swallow the lines after a bad quote).
  */
 async function* csvRecords(lines: AsyncIterable<{ line: number; text: string }>, columns: ImportColumns): AsyncGenerator<ImportRecord> {
-  let header: string[] | undefined;
+  let header: Array<string | undefined> | undefined;
   let pending: { line: number; text: string } | undefined;
   let lastLine = 0;
 
@@ -140,30 +194,42 @@ async function* csvRecords(lines: AsyncIterable<{ line: number; text: string }>,
   }
 }
 
-function checkHeader(cells: string[], columns: ImportColumns): string[] {
+/** The field each column holds (undefined: a column the import skips), the header checked. */
+function checkHeader(cells: string[], columns: ImportColumns): Array<string | undefined> {
   const known = new Set<string>(columns.all);
-  const unknown = cells.filter((c) => !known.has(c));
-  if (unknown.length > 0) {
-    throw new ImportFileError(
-      `unknown column(s) ${unknown.map((c) => `"${c}"`).join(', ')} in the CSV header; expected ${columns.all.join(', ')}`,
-    );
+  const { fieldOf } = columns;
+  if (!fieldOf) {
+    const unknown = cells.filter((c) => !known.has(c));
+    if (unknown.length > 0) {
+      throw new ImportFileError(
+        `unknown column(s) ${unknown.map((c) => `"${c}"`).join(', ')} in the CSV header; expected ${columns.all.join(', ')}`,
+      );
+    }
   }
-  const repeated = cells.filter((c, i) => cells.indexOf(c) !== i);
-  if (repeated.length > 0) throw new ImportFileError(`column "${repeated[0]}" appears twice in the CSV header`);
-  const missing = columns.required.filter((c) => !cells.includes(c));
-  if (missing.length > 0) throw new ImportFileError(`the CSV header lacks the column(s) ${missing.join(', ')}`);
-  return cells;
+  const fields = fieldOf ? cells.map(fieldOf) : cells;
+  const repeated = fields.findIndex((f, i) => f !== undefined && fields.indexOf(f) !== i);
+  if (repeated !== -1) {
+    const same = fields.indexOf(fields[repeated]);
+    const named = cells[same] === cells[repeated] ? `column "${cells[repeated]}" appears twice` : `columns "${cells[same]}" and "${cells[repeated]}" both hold ${fields[repeated]}`;
+    throw new ImportFileError(`${named} in the CSV header`);
+  }
+  const missing = columns.required.filter((c) => !fields.includes(c));
+  if (missing.length > 0) {
+    const named = columns.headersOf ? missing.map((c) => `${c} (${columns.headersOf!(c).join(' or ')})`) : missing;
+    throw new ImportFileError(`the CSV header lacks the column(s) ${named.join(', ')}`);
+  }
+  return fields;
 }
 
 /**
  * Empty cells are absent values. A numeric column becomes a number when it looks like one, a JSON
  * column its parsed value when it parses; otherwise both stay text, for the validator to refuse.
  */
-function csvRowToObject(header: string[], cells: string[], columns: ImportColumns): Record<string, unknown> {
+function csvRowToObject(header: Array<string | undefined>, cells: string[], columns: ImportColumns): Record<string, unknown> {
   const value: Record<string, unknown> = {};
   header.forEach((column, i) => {
     const cell = cells[i]!;
-    if (cell === '') return;
+    if (column === undefined || cell === '') return;
     if (columns.numeric.includes(column) && /^[-+]?\d+(\.\d+)?$/.test(cell)) value[column] = Number(cell);
     else if (columns.json.includes(column)) value[column] = parseJsonCell(cell);
     else value[column] = cell;

@@ -1,4 +1,4 @@
-// `npm run cli -- …`: shops, API keys, migrations, the customers and orders imports and the Shopify history import, on the server's database.
+// `npm run cli -- …`: shops, API keys, migrations, the customers and orders imports, the imports from other programs and the Shopify history import, on the server's database.
 import { access, constants } from 'node:fs/promises';
 import { Presets, SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError } from 'commander';
@@ -6,14 +6,17 @@ import { ConfigError, loadConfig } from '../config.js';
 import { DataDirLockedError } from '../db/data-dir-lock.js';
 import { type DatabaseHandle, type DB, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { DEFAULT_REPORT_LIMIT, importCustomers, importOrders, type ImportRejection, type ImportResult, ORDER_IMPORT_POOL_SIZE, type OrdersImportResult, PARALLEL_BATCHES } from '../domain/imports/index.js';
+import {
+  DEFAULT_REPORT_LIMIT, importCustomers, importOrders, importPeerCustomers, type ImportRejection, type ImportResult, ORDER_IMPORT_POOL_SIZE,
+  type OrdersImportResult, PARALLEL_BATCHES, PEER_SOURCES, type PeerImportResult, type PeerSource,
+} from '../domain/imports/index.js';
 import { DomainError, type FailureFilter, listFailures, retrySetAside } from '../domain/kernel/index.js';
 import { parseShopifyJson } from '../domain/shopify/index.js';
 import { createStaffInvite, staffLinkUrl } from '../domain/staff/index.js';
 import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops/index.js';
 import { DEFAULT_IMPORT_BATCH, type HistoryImportResult, importShopifyHistory } from '../shopify-admin/history-import.js';
 import { createSecretBox, loadSecretsKey } from '../webhooks/secret-box.js';
-import { countRecords, detectFormat, ImportFileError, ORDER_COLUMNS, readImportFile } from './import-file.js';
+import { countRecords, detectFormat, ImportFileError, ORDER_COLUMNS, PEER_COLUMNS, readImportFile } from './import-file.js';
 
 const program = new Command('loyalty')
   .description('Administration of the loyalty service, on the database the server uses (DATABASE_URL or DATA_DIR).')
@@ -301,14 +304,89 @@ program
   })
   .addHelpText('after', `\nExit code: 0 when every line was imported, ${EXIT_LINES_REJECTED} when some were refused (the first ${DEFAULT_REPORT_LIMIT} are listed, all are counted), 1 when it failed.`);
 
+/** --tier-until: a day (midnight UTC) or an instant in ISO 8601, in the future. */
+function untilDate(value: string): Date {
+  const at = isoDateOption(value);
+  if (at.getTime() <= Date.now()) throw new InvalidArgumentError('must be in the future: the placed tiers hold until then');
+  return at;
+}
+
+/** Placed tiers hold a year unless --tier-until says otherwise: about what a peer's tier period gives. */
+const DEFAULT_TIER_MONTHS = 12;
+
+const peerImport = program
+  .command('import')
+  .description("customers from another loyalty program's customer export (CSV), by e-mail: balances, birthdays and tiers (docs/operations.md)");
+
+for (const source of Object.keys(PEER_SOURCES) as PeerSource[]) {
+  const { label } = PEER_SOURCES[source];
+  peerImport
+    .command(source)
+    .description(
+      `match (by e-mail) or create the customers of ${label}'s customers export and set each balance once, with one ledger entry ` +
+        `"Imported from ${label}"; set birthdays; place tiers by name (the shop's own tiers; an unknown name is reported). ` +
+        'Bad lines are reported and skipped; a re-run changes nothing.',
+    )
+    .argument('<file>', `the CSV file ${label} exported`)
+    .requiredOption(...SHOP_OPTION)
+    .option('--dry-run', 'say what the import would change, and change nothing')
+    .option('--tier-until <date>', `until when placed tiers hold, as overrides (default: ${DEFAULT_TIER_MONTHS} months from now); the tier earned here decides after`, untilDate)
+    .option('--batch-size <rows>', 'rows per transaction', batchSize, 1000)
+    .action(async (file: string, opts: { shop: string; dryRun?: boolean; tierUntil?: Date; batchSize: number }) => {
+      await access(file, constants.R_OK).catch((err: Error) => {
+        throw new ImportFileError(`cannot read ${file}: ${err.message}`);
+      });
+      const tierUntil = opts.tierUntil ?? new Date(new Date().setUTCMonth(new Date().getUTCMonth() + DEFAULT_TIER_MONTHS));
+      const bar = process.stderr.isTTY
+        ? new SingleBar({ stream: process.stderr, format: 'importing |{bar}| {value}/{total} customers', hideCursor: true }, Presets.shades_classic)
+        : undefined;
+      let result: PeerImportResult;
+      try {
+        bar?.start(await countRecords(file, 'csv'), 0);
+        result = await withDatabase(
+          async (db, _applied, database) =>
+            importPeerCustomers(database, (await findShop(db, opts.shop)).id, source, readImportFile(file, 'csv', PEER_COLUMNS[source]), {
+              batchSize: opts.batchSize,
+              dryRun: opts.dryRun === true,
+              tierUntil,
+              onProgress: (read) => bar?.update(read),
+            }),
+          PARALLEL_BATCHES + 1,
+        );
+      } finally {
+        bar?.stop();
+      }
+      const { imported, created, updated, unchanged, balancesSet, tiersPlaced, rejected, rejectedCount, tierProblems, tierProblemCount } = result;
+      const lines = [
+        `${opts.dryRun ? 'Dry run, nothing written: would import' : 'Imported'} ${imported} customer(s) from ${label} (${file}): ` +
+          `${created} created, ${updated} updated, ${unchanged} unchanged; ${balancesSet} balance(s) set, ${tiersPlaced} tier(s) placed until ${tierUntil.toISOString()}.`,
+      ];
+      lines.push(...listProblems(`Rejected ${rejectedCount} line(s)`, rejected, rejectedCount));
+      lines.push(...listProblems(`Tier not placed on ${tierProblemCount} line(s)`, tierProblems, tierProblemCount));
+      print(lines.join('\n'), { source, ...result, tierUntil });
+      if (rejectedCount || tierProblemCount) process.exitCode = EXIT_LINES_REJECTED;
+    })
+    .addHelpText(
+      'after',
+      `\nExit code: 0 when every line was imported whole, ${EXIT_LINES_REJECTED} when the import finished but refused some lines or some tiers ` +
+        `(the first ${DEFAULT_REPORT_LIMIT} of each are listed, all are counted), 1 when it failed.`,
+    );
+}
+
 /** --since: a day (midnight UTC) or an instant, in ISO 8601. */
 function sinceDate(value: string): Date {
+  const at = isoDateOption(value);
+  if (at.getTime() > Date.now()) throw new InvalidArgumentError('must not be in the future');
+  return at;
+}
+
+/** A day (midnight UTC) or an instant, in ISO 8601. */
+function isoDateOption(value: string): Date {
   const text = value.trim();
   const day = /^\d{4}-\d{2}-\d{2}$/.test(text);
   const at = day ? new Date(`${text}T00:00:00Z`) : /^\d{4}-\d{2}-\d{2}T/.test(text) ? new Date(text) : new Date(NaN);
   // A day the calendar does not have (2026-02-30) would otherwise roll over into the next month.
   if (Number.isNaN(at.getTime()) || (day && at.toISOString().slice(0, 10) !== text)) throw new InvalidArgumentError('expected a date such as 2026-01-01, or an instant such as 2026-01-01T09:00:00Z');
-  if (at.getTime() > Date.now()) throw new InvalidArgumentError('must not be in the future');
   return at;
 }
 

@@ -53,6 +53,8 @@ export type ImportOptions = {
    * file of a million bad lines costs no more memory than one of a thousand.
    */
   reportLimit?: number;
+  /** Write each batch and roll it back: the result says what the import would change. */
+  dryRun?: boolean;
 };
 
 /** Where the import runs: the database and whether it has a pool (PostgreSQL) or one session (PGlite). */
@@ -60,7 +62,7 @@ export type ImportDatabase = Pick<DatabaseHandle, 'db' | 'kind'>;
 
 type Row = CustomerImportRow & { line: number };
 /** A write of one batch: the customers, the ledger and the outbox, in one transaction. */
-type BatchOutcome = {
+export type BatchOutcome = {
   created: number;
   updated: number;
   unchanged: number;
@@ -68,6 +70,10 @@ type BatchOutcome = {
   rejected: ImportRejection[];
   /** Imported rows that name a referrer, linked once the whole file is in. */
   referrals: Array<{ line: number; shopifyCustomerId: string; referredBy: string }>;
+  /** Customers placed in a tier (imports from other programs). */
+  tiersPlaced: number;
+  /** Imported rows whose tier was not placed, with why (the rest of the row is imported). */
+  tierProblems: ImportRejection[];
 };
 
 const IMPORT_DESCRIPTION = 'Balance set by customers import';
@@ -98,67 +104,14 @@ export async function importCustomers(
 ): Promise<ImportResult> {
   const { db } = database;
   await getShop(db, shopId);
-  const batchSize = options.batchSize ?? 1000;
-  const rejected = new Report(options.reportLimit ?? DEFAULT_REPORT_LIMIT);
-  const total = { created: 0, updated: 0, unchanged: 0, balancesSet: 0 };
-
   return withStaging(database, async (staging) => {
-    // Batches written and not yet accounted for, oldest first; each carries the lines refused
-    // before the write so the report stays in line order.
-    const inFlight: Array<{ written: Promise<BatchOutcome>; refused: ImportRejection[] }> = [];
-    const writers = database.kind === 'postgres' ? PARALLEL_BATCHES : 1;
-    let rows: Row[] = [];
-    let refused: ImportRejection[] = [];
-    let read = 0;
-
-    const settleOldest = async () => {
-      const batch = inFlight.shift()!;
-      const outcome = await batch.written;
-      total.created += outcome.created;
-      total.updated += outcome.updated;
-      total.unchanged += outcome.unchanged;
-      total.balancesSet += outcome.balancesSet;
-      rejected.addAll([...batch.refused, ...outcome.rejected]);
-      await staging.addReferrals(outcome.referrals);
-      options.onProgress?.(read);
-    };
-    const flush = async () => {
-      if (rows.length === 0 && refused.length === 0) return;
-      const batch = rows;
-      const repeats = await staging.claim(batch);
-      const fresh = batch.filter((row) => !repeats.has(row.line));
-      const written = fresh.length ? writeBatch(db, shopId, fresh) : Promise.resolve(emptyOutcome());
-      written.catch(() => {}); // awaited in settleOldest; this only stops an early failure counting as unhandled
-      inFlight.push({ written, refused: [...refused, ...repeats.values()] });
-      rows = [];
-      refused = [];
-      // Back-pressure: the file is read no further than one batch past those being written.
-      if (inFlight.length >= writers) await settleOldest();
-    };
-
-    try {
-      for await (const record of records) {
-        read++;
-        const row = validateRecord(record);
-        if ('error' in row) refused.push(row);
-        else rows.push(row);
-        // Refused lines count towards the batch too, so a file of bad lines is reported as it goes.
-        if (rows.length + refused.length >= batchSize) await flush();
-      }
-      await flush();
-      while (inFlight.length) await settleOldest();
-    } finally {
-      // Let every batch in flight finish (or fail) before returning, so nothing runs on after an error.
-      await Promise.allSettled(inFlight.map((b) => b.written));
-    }
-    options.onProgress?.(read);
-
-    const referrals = await linkReferees(db, shopId, staging, rejected.limit);
+    const { counts } = await streamBatches(database, staging, records, options, {
+      validate: validateRecord,
+      apply: (trx, rows) => applyBatch(trx, shopId, rows),
+    });
+    const referrals = await linkReferees(db, shopId, staging, options.reportLimit ?? DEFAULT_REPORT_LIMIT);
     return {
-      imported: total.created + total.updated + total.unchanged,
-      ...total,
-      rejected: rejected.listed,
-      rejectedCount: rejected.count,
+      ...counts,
       referralsLinked: referrals.linked,
       referralErrors: referrals.errors.listed,
       referralErrorCount: referrals.errors.count,
@@ -166,8 +119,102 @@ export async function importCustomers(
   });
 }
 
+/** A row an import writes: its line, and the customer id and e-mail no other line of the file may repeat. */
+export type ClaimedRow = { line: number; shopifyCustomerId: string; email: string };
+
+/** What makes an import of customers: how a record becomes a row (or is refused), how a batch of rows is written. */
+export type BatchWriter<R extends ClaimedRow> = {
+  validate(record: ImportRecord): R | ImportRejection;
+  /** Writes the rows in the caller's transaction; a unique violation makes the batch go again row by row. */
+  apply(trx: Trx, rows: R[]): Promise<BatchOutcome>;
+};
+
+/**
+ * Reads `records` and writes them `batchSize` rows per transaction (several at once on PostgreSQL):
+ * the machinery every customers import shares. Memory holds a few batches, whatever the file's size.
+ * A line repeating an earlier one's id or e-mail is refused, wherever the batch boundaries fall.
+ * With `dryRun` each batch is written and rolled back: the counts are what the import would do.
+ */
+export async function streamBatches<R extends ClaimedRow>(
+  database: ImportDatabase,
+  staging: Staging,
+  records: AsyncIterable<ImportRecord>,
+  options: ImportOptions,
+  writer: BatchWriter<R>,
+): Promise<{ counts: BatchCounts; tiersPlaced: number; tierProblems: Report }> {
+  const { db } = database;
+  const batchSize = options.batchSize ?? 1000;
+  const rejected = new Report(options.reportLimit ?? DEFAULT_REPORT_LIMIT);
+  const tierProblems = new Report(rejected.limit);
+  const total = emptyOutcome();
+  // Batches written and not yet accounted for, oldest first; each carries the lines refused
+  // before the write so the report stays in line order.
+  const inFlight: Array<{ written: Promise<BatchOutcome>; refused: ImportRejection[] }> = [];
+  const writers = database.kind === 'postgres' ? PARALLEL_BATCHES : 1;
+  let rows: R[] = [];
+  let refused: ImportRejection[] = [];
+  let read = 0;
+
+  const settleOldest = async () => {
+    const batch = inFlight.shift()!;
+    const outcome = await batch.written;
+    total.created += outcome.created;
+    total.updated += outcome.updated;
+    total.unchanged += outcome.unchanged;
+    total.balancesSet += outcome.balancesSet;
+    total.tiersPlaced += outcome.tiersPlaced;
+    rejected.addAll([...batch.refused, ...outcome.rejected]);
+    tierProblems.addAll(outcome.tierProblems);
+    await staging.addReferrals(outcome.referrals);
+    options.onProgress?.(read);
+  };
+  const flush = async () => {
+    if (rows.length === 0 && refused.length === 0) return;
+    const batch = rows;
+    const repeats = await staging.claim(batch);
+    const fresh = batch.filter((row) => !repeats.has(row.line));
+    const written = fresh.length ? writeBatch(db, fresh, writer.apply, options.dryRun === true) : Promise.resolve(emptyOutcome());
+    written.catch(() => {}); // awaited in settleOldest; this only stops an early failure counting as unhandled
+    inFlight.push({ written, refused: [...refused, ...repeats.values()] });
+    rows = [];
+    refused = [];
+    // Back-pressure: the file is read no further than one batch past those being written.
+    if (inFlight.length >= writers) await settleOldest();
+  };
+
+  try {
+    for await (const record of records) {
+      read++;
+      const row = writer.validate(record);
+      if ('error' in row) refused.push(row);
+      else rows.push(row);
+      // Refused lines count towards the batch too, so a file of bad lines is reported as it goes.
+      if (rows.length + refused.length >= batchSize) await flush();
+    }
+    await flush();
+    while (inFlight.length) await settleOldest();
+  } finally {
+    // Let every batch in flight finish (or fail) before returning, so nothing runs on after an error.
+    await Promise.allSettled(inFlight.map((b) => b.written));
+  }
+  options.onProgress?.(read);
+  const counts = {
+    imported: total.created + total.updated + total.unchanged,
+    created: total.created,
+    updated: total.updated,
+    unchanged: total.unchanged,
+    balancesSet: total.balancesSet,
+    rejected: rejected.listed,
+    rejectedCount: rejected.count,
+  };
+  return { counts, tiersPlaced: total.tiersPlaced, tierProblems };
+}
+
+/** What every customers import reports: its good lines, and the lines it refused (the first `reportLimit` listed). */
+export type BatchCounts = Pick<ImportResult, 'imported' | 'created' | 'updated' | 'unchanged' | 'balancesSet' | 'rejected' | 'rejectedCount'>;
+
 /** The first `limit` problems, added in line order, and how many there were in all. */
-class Report {
+export class Report {
   readonly listed: ImportRejection[] = [];
   count = 0;
   constructor(readonly limit: number) {}
@@ -182,9 +229,9 @@ class Report {
 }
 
 /** The import's own temporary tables: the lines it has taken (by id and e-mail), and the referrals to link. */
-type Staging = {
+export type Staging = {
   /** Records the rows' ids and e-mails; returns the rows that repeat an earlier line, with why. */
-  claim(rows: Row[]): Promise<Map<number, ImportRejection>>;
+  claim(rows: ClaimedRow[]): Promise<Map<number, ImportRejection>>;
   addReferrals(referrals: BatchOutcome['referrals']): Promise<void>;
   /** Up to `limit` referrals after line `after`, in line order. */
   referrals(after: number, limit: number): Promise<BatchOutcome['referrals']>;
@@ -195,7 +242,7 @@ type Staging = {
  * session: on PostgreSQL the import holds one pooled connection for them (and writes on others);
  * PGlite has a single session, shared by every query.
  */
-async function withStaging<T>(database: ImportDatabase, fn: (staging: Staging) => Promise<T>): Promise<T> {
+export async function withStaging<T>(database: ImportDatabase, fn: (staging: Staging) => Promise<T>): Promise<T> {
   const run = async (session: DB) => {
     const suffix = randomBytes(6).toString('hex');
     const lines = sql.table(`import_lines_${suffix}`);
@@ -228,10 +275,11 @@ async function withStaging<T>(database: ImportDatabase, fn: (staging: Staging) =
           const byLine = new Map(earlier.rows.map((r) => [r.line, r]));
           for (const row of repeated) {
             const { id_line, email_line } = byLine.get(row.line)!;
+            // A line without an id of its own is keyed by its e-mail (the imports from other programs).
             const error =
-              id_line !== null
+              id_line !== null && row.shopifyCustomerId !== row.email.toLowerCase()
                 ? `shopifyCustomerId "${row.shopifyCustomerId}" repeats line ${id_line}`
-                : `e-mail ${row.email} is also on line ${email_line}`;
+                : `e-mail ${row.email} is also on line ${email_line ?? id_line}`;
             repeats.set(row.line, { line: row.line, error });
           }
           return repeats;
@@ -290,22 +338,34 @@ function validateRecord(record: ImportRecord): Row | ImportRejection {
 /** Thrown when a customer this batch meant to create was created concurrently; the batch is retried. */
 class CreatedConcurrently extends Error {}
 
+/** Ends a dry run's transaction, carrying what it would have written. */
+class RolledBack extends Error {
+  constructor(readonly outcome: BatchOutcome) {
+    super('dry run');
+  }
+}
+
 /**
  * Writes one batch in one transaction. A unique violation on the e-mail means another writer took
  * an e-mail after the batch checked it; the batch then goes row by row so only that line is rejected.
  */
-async function writeBatch(db: DB, shopId: string, rows: Row[]): Promise<BatchOutcome> {
+async function writeBatch<R extends ClaimedRow>(db: DB, rows: R[], apply: BatchWriter<R>['apply'], dryRun: boolean): Promise<BatchOutcome> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await inTransaction(db, (trx) => applyBatch(trx, shopId, rows));
+      return await inTransaction(db, async (trx) => {
+        const outcome = await apply(trx, rows);
+        if (dryRun) throw new RolledBack(outcome);
+        return outcome;
+      });
     } catch (err) {
+      if (err instanceof RolledBack) return err.outcome;
       const retryable = err instanceof CreatedConcurrently || (err as { code?: string }).code === DEADLOCK;
       if (retryable && attempt < 3) continue;
       const conflict = translateUniqueViolation(err);
       if (!(conflict instanceof ConflictError)) throw err;
       if (rows.length === 1) return { ...emptyOutcome(), rejected: [{ line: rows[0]!.line, error: conflict.message }] };
       const outcome = emptyOutcome();
-      for (const row of rows) addOutcome(outcome, await writeBatch(db, shopId, [row]));
+      for (const row of rows) addOutcome(outcome, await writeBatch(db, [row], apply, dryRun));
       return outcome;
     }
   }
@@ -454,8 +514,8 @@ async function applyBatch(trx: Trx, shopId: string, rows: Row[]): Promise<BatchO
   return outcome;
 }
 
-function emptyOutcome(): BatchOutcome {
-  return { created: 0, updated: 0, unchanged: 0, balancesSet: 0, rejected: [], referrals: [] };
+export function emptyOutcome(): BatchOutcome {
+  return { created: 0, updated: 0, unchanged: 0, balancesSet: 0, rejected: [], referrals: [], tiersPlaced: 0, tierProblems: [] };
 }
 
 function addOutcome(total: BatchOutcome, part: BatchOutcome): void {
@@ -463,6 +523,8 @@ function addOutcome(total: BatchOutcome, part: BatchOutcome): void {
   total.updated += part.updated;
   total.unchanged += part.unchanged;
   total.balancesSet += part.balancesSet;
+  total.tiersPlaced += part.tiersPlaced;
   for (const r of part.rejected) total.rejected.push(r);
+  for (const t of part.tierProblems) total.tierProblems.push(t);
   for (const p of part.referrals) total.referrals.push(p);
 }

@@ -15,7 +15,9 @@ export {
   signUpBonusSince,
 } from './rule-awards.js';
 export { upsertCustomer, upsertCustomerIn } from './sign-up.js';
-export { clearTierOverride, overrideTier, tierOverrideEnd, type TierOverrideResult } from './tier-overrides.js';
+export {
+  clearTierOverride, overrideTier, placeTiers, shareTiersByName, tierOverrideEnd, type TierOverrideResult,
+} from './tier-overrides.js';
 export {
   changeTierSettings, createTier, type CustomerTier, customerTiers, customerTierStatus, deleteTier, listTiers,
   type Tier, TIER_METRICS, TIER_WINDOWS, tierEvaluation, type TierOverride, tierOverrides, type TierProgress,

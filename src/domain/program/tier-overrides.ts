@@ -91,6 +91,62 @@ export async function clearTierOverride(db: DB, shopId: string, input: unknown, 
   });
 }
 
+/**
+ * The shop's tiers by name, lowercased (names are unique whatever their case), with its row shared
+ * as an override shares it: none of them can be deleted before the caller's transaction ends. Empty
+ * when the shop has no tiers. For placing tiers by name (placeTiers).
+ */
+export async function shareTiersByName(trx: Trx, shopId: string): Promise<Map<string, string>> {
+  await shareShops(trx, [shopId]);
+  const tiers = await trx.selectFrom('tiers').select(['id', 'name']).where('shop_id', '=', shopId).execute();
+  return new Map(tiers.map((t) => [t.name.toLowerCase(), t.id]));
+}
+
+/**
+ * Places customers in tiers they earned elsewhere (an import from another program), without
+ * re-earning them: each placement is an override until `until` with `reason`, set as
+ * overrideTier sets one, so the metric earned here decides once it ends. A member who holds the
+ * tier under an override already is left as they are (a re-run changes nothing). The caller holds
+ * the shop's row shared (shareTiersByName) and the customers' rows. Returns how many were placed.
+ */
+export async function placeTiers(
+  trx: Trx,
+  shopId: string,
+  placements: ReadonlyArray<{ customerId: string; tierId: string }>,
+  until: Date,
+  reason: string,
+  now: Date,
+): Promise<number> {
+  if (placements.length === 0) return 0;
+  const sorted = [...placements].sort((a, b) => (a.customerId < b.customerId ? -1 : a.customerId > b.customerId ? 1 : 0));
+  const ids = sorted.map((p) => p.customerId);
+  await trx
+    .insertInto('tier_members')
+    .expression(sql`select id, ${shopId} from unnest(${ids}::text[]) as input(id) order by id`)
+    .onConflict((oc) => oc.column('customer_id').doNothing())
+    .execute();
+  const { rows } = await sql<{ changed: boolean }>`
+    with input as (
+      select * from unnest(${ids}::text[], ${sorted.map((p) => p.tierId)}::text[]) as input(customer_id, tier_id)
+    ), locked as (
+      select m.customer_id, m.tier_id as held from tier_members m join input using (customer_id)
+      where m.tier_id is distinct from input.tier_id or m.override_until is null
+      order by m.customer_id for update of m
+    ), placed as (
+      update tier_members m set tier_id = i.tier_id, since = case when i.tier_id is distinct from l.held then ${now}::timestamptz else m.since end,
+        override_until = ${until}::timestamptz, override_reason = ${reason}, override_at = ${now}::timestamptz
+      from locked l join input i using (customer_id) where m.customer_id = l.customer_id
+      returning m.customer_id, l.held, m.tier_id
+    ), events as (
+      insert into outbox_events (id, shop_id, type, data)
+      select new_event_id(), ${shopId}, 'tiers/changed', tier_event(customer_id, held, tier_id, 'override') || jsonb_build_object('until', ${until.toISOString()}::text)
+      from placed where tier_id is distinct from held order by customer_id
+    )
+    select tier_id is distinct from held as changed from placed`.execute(trx);
+  if (rows.some((r) => r.changed)) announceOutboxWrite(trx);
+  return rows.length;
+}
+
 /** The shops' rows, shared: their ladders and tiers_on hold still until commit. In id order, as every shop lock is taken. */
 function shareShops(trx: Trx, shopIds: readonly string[]) {
   return trx.selectFrom('shops').select('tiers_on').where('id', 'in', shopIds).orderBy('id').forShare().execute();
