@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { cancelDiscountCode, codeExpiry, codeWarnings } from '../src/domain/codes/index.js';
+import { eraseCustomer } from '../src/domain/data-rights/index.js';
 import { EVENT_TOPICS } from '../src/domain/kernel/events.js';
 import { newId } from '../src/domain/kernel/ids.js';
 import { pendingRelease } from '../src/domain/ledger/pending-release.js';
@@ -340,6 +341,9 @@ describe('every topic is delivered, data being the resource after the change', (
     await updateShopSettings(handle.db, shop.id, { codeWarningDays: 2 });
     expect(await codeWarnings.runDue(handle.db, new Date(Date.now() + 4 * 86_400_000), 100)).toBe(1);
     expect(await codeExpiry.runDue(handle.db, new Date(Date.now() + 6 * 86_400_000), 100)).toBe(1);
+    // A customer erased on request (customers/erased).
+    await upsertCustomer(handle.db, shop.id, { shopifyCustomerId: 'gone', email: 'gone@example.com' });
+    const { customer: gone } = await eraseCustomer(handle.db, shop.id, { customerIdentifier: 'gone' });
     while ((await relay.relayBatch()) > 0);
     await w.drain();
 
@@ -351,6 +355,7 @@ describe('every topic is delivered, data being the resource after the change', (
     for (const e of received) expect(e).toMatchObject({ id: expect.stringMatching(/^evt_/), shopId: shop.id, timestamp: expect.any(String) });
     expect(byType.get('customers/updated').data).toMatchObject({ shopifyCustomerId: 'ref-1', email: 'ref-1b@example.com' });
     expect(byType.get('points/subtracted').data).toMatchObject({ type: 'subtract_points', oldPoints: 500, newPoints: 400 });
+    expect(byType.get('customers/erased').data).toEqual({ customer: gone._id, erasedAt: expect.any(String) });
     expect(byType.get('points/updated').data).toMatchObject({ newPoints: 300 });
     // Deliveries run concurrently: they arrive in any order.
     const codeEvents = (type: string) => received.filter((e) => e.type === type).map((e) => [e.data.code, e.data.status]);
