@@ -16,7 +16,7 @@ export type Customer = {
   updatedAt: Date;
 };
 
-/** The API's customer; whether it was erased is not part of it (its tombstone values say so), only the data rights' export reads it. */
+/** The API's customer. A tombstone shows as its replaced values; erased_at is read by the data-rights export only. */
 export function toCustomer(row: Omit<CustomerRow, 'erased_at'>): Customer {
   return {
     _id: row.id,
