@@ -56,15 +56,46 @@ export function lastTimeKey<R>(rows: readonly R[], key: (row: R) => TimeKey): Ti
  * sessions and links).
  */
 export async function purgeExpiredRows(db: Kysely<any>, table: string, before: Date, options: PurgeOptions = {}): Promise<number> {
+  return purgeRowsBefore(db, table, 'expires_at', before, options);
+}
+
+/**
+ * Deletes a table's rows whose `column` is before `before` (and, given `only`, that match it), in
+ * batches along a (column, id) index (partial on `only`, when given).
+ */
+export async function purgeRowsBefore(db: Kysely<any>, table: string, column: string, before: Date, options: PurgeOptions = {}, only = sql<boolean>`true`): Promise<number> {
+  const at = sql.ref(column);
   return purgeInBatches<TimeKey>(options, async (position, limit) => {
-    const { rows } = await sql<{ id: string; expires_at: Date }>`
+    const { rows } = await sql<{ id: string; at: Date }>`
       delete from ${sql.table(table)}
       where id = any(array(
         select id from ${sql.table(table)}
-        where expires_at < ${before} ${position ? sql`and (expires_at, id) > (${position.at}, ${position.id})` : sql``}
-        order by expires_at, id
+        where ${only} and ${at} < ${before} ${position ? sql`and (${at}, id) > (${position.at}, ${position.id})` : sql``}
+        order by ${at}, id
         limit ${limit}))
-      returning id, expires_at`.execute(db);
-    return { deleted: rows.length, next: rows.length < limit ? null : lastTimeKey(rows, (r) => ({ at: r.expires_at, id: r.id })) };
+      returning id, ${at} as at`.execute(db);
+    return { deleted: rows.length, next: rows.length < limit ? null : lastTimeKey(rows, (r) => ({ at: r.at, id: r.id })) };
+  });
+}
+
+/**
+ * VACUUM (ANALYZE) of the tables a purge run deleted from, so the next run does not step over their
+ * dead index entries again and the planner sees their new size, whether or not autovacuum runs
+ * (PGlite has none; a shop's server may have it off or slow). Outside any transaction, as VACUUM
+ * must be. On PostgreSQL paced as autovacuum is (vacuum_cost_delay 2 ms, on the one connection it
+ * runs on), so live traffic keeps its pace; PGlite cannot sleep inside a statement (a delay there
+ * kills its backend), and has no traffic but its own process's.
+ */
+export async function vacuumPurged(database: { db: Kysely<any>; kind: 'postgres' | 'pglite' }, tables: readonly string[]): Promise<void> {
+  await database.db.connection().execute(async (conn) => {
+    if (database.kind === 'postgres') await sql`set vacuum_cost_delay = 2`.execute(conn);
+    // PGlite's one backend reports the deletes' statistics at its next idle moment a second on, after
+    // the vacuum's report, which would count every row it removed as dead again: now, before it.
+    else await sql`select pg_stat_force_next_flush()`.execute(conn);
+    try {
+      for (const table of tables) await sql`vacuum (analyze) ${sql.table(table)}`.execute(conn);
+    } finally {
+      if (database.kind === 'postgres') await sql`reset vacuum_cost_delay`.execute(conn);
+    }
   });
 }
