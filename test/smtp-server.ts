@@ -15,6 +15,10 @@ export type TestSmtp = {
   /** Raw envelopes: who each message was sent to. */
   recipients: string[];
   answerRecipient: (address: string) => { code: number; message: string } | undefined;
+  /** How long the server takes to answer a message it has taken (a slow server; a client killed meanwhile never hears it). */
+  answerDelayMs: number;
+  /** Errors on client connections (a client reset mid-message), kept for the tests to read. */
+  connectionErrors: Error[];
   close(): Promise<void>;
 };
 
@@ -25,6 +29,8 @@ export async function startSmtp(): Promise<TestSmtp> {
     receivedAt: [],
     recipients: [],
     answerRecipient: () => undefined,
+    answerDelayMs: 0,
+    connectionErrors: [],
     close: async () => {},
   };
   const server = new SMTPServer({
@@ -43,11 +49,15 @@ export async function startSmtp(): Promise<TestSmtp> {
           smtp.received.push(mail);
           smtp.receivedAt.push(Date.now());
           smtp.recipients.push(...session.envelope.rcptTo.map((r) => r.address));
-          callback();
+          if (smtp.answerDelayMs > 0) setTimeout(() => callback(), smtp.answerDelayMs);
+          else callback();
         })
         .catch(callback);
     },
   });
+  // A client that dies mid-conversation (kill -9 of an instance) resets its connection; smtp-server
+  // reports that as the server's 'error', which without a listener would crash the test process.
+  server.on('error', (err) => smtp.connectionErrors.push(err));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   smtp.port = (server.server.address() as { port: number }).port;
   smtp.close = () => new Promise<void>((resolve) => server.close(() => resolve()));

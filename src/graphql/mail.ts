@@ -2,12 +2,13 @@ import {
   getMailSettings, listMailSuppressions, type MailSettings, type MailSuppression as MailSuppressionShape, type MailTestResult, testShopMail,
   updateMailSettings,
 } from '../domain/mail/index.js';
-import { actorOf, builder } from './builder.js';
+import { actorOf, builder, STOREFRONT } from './builder.js';
 import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 type SettingsShape = MailSettings & { shopId: string };
 
-const MailKind = builder.enumType('MailKind', {
+export const MailKind = builder.enumType('MailKind', {
+  subGraphs: STOREFRONT,
   values: {
     reward_issued: { description: 'A redemption issued a discount code: the code and its terms.' },
     points_earned: { description: 'Points earned, one e-mail per customer per shop day at most, summing the day\'s credits, sent after the day ends.' },
@@ -50,6 +51,7 @@ const ShopMailSettings = builder.objectRef<SettingsShape>('ShopMailSettings').im
     fromName: t.exposeString('fromName'),
     fromAddress: t.exposeString('fromAddress'),
     kinds: t.field({ type: [MailKind], resolve: (s) => s.kinds, description: 'The e-mails the shop sends.' }),
+    locale: t.exposeString('locale', { nullable: true, description: 'The language of dates and numbers in e-mails (BCP 47: en, de, fr-CA, ja…), a customer\'s own overriding it; null: English.' }),
     updatedAt: t.expose('updatedAt', { type: 'DateTime', nullable: true }),
     suppressions: t.field({
       type: [MailSuppression],
@@ -79,6 +81,7 @@ const ShopMailSettingsInput = builder.inputType('ShopMailSettingsInput', {
     fromName: t.string({ required: false }),
     fromAddress: t.string({ required: false }),
     kinds: t.field({ type: [MailKind], required: false }),
+    locale: t.string({ required: false, description: 'A BCP 47 language tag; null: English.' }),
   }),
 });
 
@@ -110,7 +113,7 @@ builder.mutationFields((t) => ({
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
         // GraphQL's null and "left out" differ only for the password (null removes it); elsewhere null keeps the value.
-        const changes = Object.fromEntries(Object.entries(input).filter(([key, value]) => value !== null || key === 'smtpPassword' || key === 'smtpUser'));
+        const changes = Object.fromEntries(Object.entries(input).filter(([key, value]) => value !== null || key === 'smtpPassword' || key === 'smtpUser' || key === 'locale'));
         return { shopMailSettings: { ...(await updateMailSettings(ctx.db, ctx.mail.secrets, ctx.shop.id, changes, ctx.now(), actorOf(ctx))), shopId: ctx.shop.id } };
       }),
   }),

@@ -2,7 +2,7 @@ import type { DB } from '../db/database.js';
 import type { SecretBox } from '../domain/kernel/index.js';
 import {
   claimMail, type ClaimedMail, composeMail, createMailTransport, type MailTransport, type OpenMailSettings, openMailSettings, queueMail, recordMailFailed,
-  recordMailsSent, recordMailSkipped, recordRecipientRefused, returnMail, type SentMail, shopsWithDueMail, unsubscribeToken,
+  recordMailsSent, recordMailSkipped, recordRecipientRefused, returnMail, type SentMail, shopsWithDueMail, unsubscribeUrl,
 } from '../domain/mail/index.js';
 import type { OutboxHandler } from '../events/outbox-relay.js';
 import { batched } from '../events/batched.js';
@@ -16,9 +16,6 @@ import type { Logger } from '../logger.js';
  * server hangs holds its own lane and nothing else; lanes are capped per worker and the shops
  * waiting longest get free ones first. Any number of workers share the queue through leases.
  */
-
-/** Where the unsubscribe link points: the public route of src/http/mail-unsubscribe.ts. */
-export const UNSUBSCRIBE_PATH = '/mail/unsubscribe';
 
 export type MailWorkerOptions = {
   db: DB;
@@ -45,10 +42,6 @@ export type MailWorker = {
   stop(): Promise<void>;
   wake(): void;
 };
-
-export function unsubscribeUrl(publicUrl: string, key: Buffer, shopId: string, customerId: string): string {
-  return `${publicUrl.replace(/\/$/, '')}${UNSUBSCRIBE_PATH}?token=${unsubscribeToken(key, shopId, customerId)}`;
-}
 
 export function createMailWorker(options: MailWorkerOptions): MailWorker {
   const { db, logger, secrets, tokenKey, publicUrl } = options;
@@ -82,6 +75,7 @@ export function createMailWorker(options: MailWorkerOptions): MailWorker {
     };
     if (!settings.enabled || !settings.kinds.includes(claimed.kind)) return skip('the shop does not send this e-mail');
     if (claimed.unsubscribed) return skip('the customer unsubscribed');
+    if (claimed.kinds_off.includes(claimed.kind)) return skip('the customer opted out of this e-mail');
     if (claimed.suppressed) return skip('the address is suppressed: the server refused it for good');
     const message = await composeMail(settings, claimed, unsubscribeUrl(publicUrl, tokenKey, claimed.shop_id, claimed.customer_id));
     const outcome = await transportFor(settings).send(message);

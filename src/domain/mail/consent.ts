@@ -1,5 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { Queryable } from '../../db/transaction.js';
+import type { DB } from '../../db/database.js';
+import { NotFoundError } from '../kernel/index.js';
+import { updateMailPreferences } from './preferences.js';
 
 /**
  * Consent (issue 36, item 3). The unsubscribe link carries a token anyone holding the e-mail may
@@ -14,6 +16,14 @@ const mac = (key: Buffer, payload: string) => createHmac('sha256', key).update(`
 export function unsubscribeToken(key: Buffer, shopId: string, customerId: string): string {
   const payload = Buffer.from(JSON.stringify([shopId, customerId])).toString('base64url');
   return `${VERSION}.${payload}.${mac(key, payload)}`;
+}
+
+/** Where the unsubscribe link points: the public route of src/http/mail-unsubscribe.ts. */
+const UNSUBSCRIBE_PATH = '/mail/unsubscribe';
+
+/** The customer's unsubscribe link under the service's public URL. */
+export function unsubscribeUrl(publicUrl: string, key: Buffer, shopId: string, customerId: string): string {
+  return `${publicUrl.replace(/\/$/, '')}${UNSUBSCRIBE_PATH}?token=${unsubscribeToken(key, shopId, customerId)}`;
 }
 
 /** The shop and customer a token names, or undefined when it is not one we signed. */
@@ -33,21 +43,18 @@ export function readUnsubscribeToken(key: Buffer, token: string): { shopId: stri
 }
 
 /** Sets whether the customer wants the shop's e-mails; false for a customer of another shop or none. */
-export async function setMailConsent(db: Queryable, shopId: string, customerId: string, subscribed: boolean, now: Date): Promise<boolean> {
-  const customer = await db.selectFrom('customers').select('id').where('id', '=', customerId).where('shop_id', '=', shopId).executeTakeFirst();
-  if (!customer) return false;
-  const unsubscribed_at = subscribed ? null : now;
-  await db
-    .insertInto('mail_preferences')
-    .values({ customer_id: customerId, shop_id: shopId, unsubscribed_at, updated_at: now })
-    // A second click keeps the first one's time.
-    .onConflict((oc) => oc.column('customer_id').doUpdateSet((eb) => ({ unsubscribed_at: subscribed ? null : eb.fn.coalesce('mail_preferences.unsubscribed_at', eb.val(now)), updated_at: now })))
-    .execute();
-  return true;
+export async function setMailConsent(db: DB, shopId: string, customerId: string, subscribed: boolean, now: Date): Promise<boolean> {
+  try {
+    await updateMailPreferences(db, shopId, customerId, { subscribed }, now);
+    return true;
+  } catch (err) {
+    if (err instanceof NotFoundError) return false;
+    throw err;
+  }
 }
 
 /** The unsubscribe link's action: the customer the token names gets no more e-mails. */
-export async function unsubscribeByToken(db: Queryable, key: Buffer, token: string, now: Date): Promise<boolean> {
+export async function unsubscribeByToken(db: DB, key: Buffer, token: string, now: Date): Promise<boolean> {
   const who = readUnsubscribeToken(key, token);
   if (!who) return false;
   return setMailConsent(db, who.shopId, who.customerId, false, now);

@@ -197,12 +197,15 @@ export type ClaimedMail = MailMessageRow & {
   balance: number;
   unsubscribed: boolean;
   suppressed: boolean;
+  /** The customer's own locale (mail_preferences), over the shop's. */
+  locale: string | null;
+  kinds_off: string[];
 };
 
 /** Leases up to `limit` of the shop's due messages for `leaseMs` (longer than a send may take), oldest first; each lease counts as a try. */
 export async function claimMail(db: Queryable, shopId: string, now: Date, limit: number, leaseMs: number): Promise<ClaimedMail[]> {
   const lease = new Date(now.getTime() + leaseMs);
-  const { rows } = await sql<MailMessageRow & { email: string; balance: number; unsubscribed: boolean; suppressed: boolean }>`
+  const { rows } = await sql<Omit<ClaimedMail, 'lease'>>`
     with claimed as (
       update mail_messages set due_at = ${lease}, attempts = attempts + 1, updated_at = ${now}
       where id = any(array(
@@ -212,7 +215,7 @@ export async function claimMail(db: Queryable, shopId: string, now: Date, limit:
       returning *
     )
     select m.*, c.email, c.points as balance,
-      coalesce(p.unsubscribed_at is not null, false) as unsubscribed,
+      coalesce(p.unsubscribed_at is not null, false) as unsubscribed, p.locale, coalesce(p.kinds_off, '{}') as kinds_off,
       exists (select 1 from mail_suppressions x where x.shop_id = m.shop_id and x.address = lower(c.email)) as suppressed
     from claimed m
     join customers c on c.id = m.customer_id

@@ -4,7 +4,8 @@ import type { DB } from '../../db/database.js';
 import { inTransaction, type Queryable } from '../../db/transaction.js';
 import { type Actor, changedFields, recordAudit } from '../audit/index.js';
 import { parseInput, type SecretBox } from '../kernel/index.js';
-import { MAIL_KINDS, type MailKind } from './templates.js';
+import { shopTemplates } from './shop-templates.js';
+import { isSupportedLocale, MAIL_KINDS, type MailKind, type ShopTemplate } from './templates.js';
 
 /** What a shop's mail settings say, as the API shows them: the password never, only whether one is set. */
 export type MailSettings = {
@@ -17,11 +18,19 @@ export type MailSettings = {
   fromName: string;
   fromAddress: string;
   kinds: MailKind[];
+  /** The language of dates and numbers (a customer's own overrides it); null: English. */
+  locale: string | null;
   updatedAt: Date | null;
 };
 
-/** The settings with the password opened: for the transport only, never for an answer. */
-export type OpenMailSettings = MailSettings & { shopId: string; shopName: string; timeZone: string; password: string | null };
+/** The settings with the password opened, and the shop's own templates: for the worker only, never for an answer. */
+export type OpenMailSettings = MailSettings & {
+  shopId: string;
+  shopName: string;
+  timeZone: string;
+  password: string | null;
+  templates: Partial<Record<MailKind, ShopTemplate>>;
+};
 
 const DEFAULTS: MailSettings = {
   enabled: false,
@@ -33,6 +42,7 @@ const DEFAULTS: MailSettings = {
   fromName: '',
   fromAddress: '',
   kinds: [...MAIL_KINDS],
+  locale: null,
   updatedAt: null,
 };
 
@@ -50,6 +60,7 @@ function toSettings(row: ShopMailSettingsRow | undefined): MailSettings {
     fromName: row.from_name,
     fromAddress: row.from_address,
     kinds: row.kinds.filter((k): k is MailKind => (MAIL_KINDS as readonly string[]).includes(k)),
+    locale: row.locale,
     updatedAt: row.updated_at,
   };
 }
@@ -57,6 +68,9 @@ function toSettings(row: ShopMailSettingsRow | undefined): MailSettings {
 export async function getMailSettings(db: Queryable, shopId: string): Promise<MailSettings> {
   return toSettings(await db.selectFrom('shop_mail_settings').selectAll().where('shop_id', '=', shopId).executeTakeFirst());
 }
+
+/** A BCP 47 language tag that Intl writes dates and numbers in (en, de-CH, ja…). */
+export const localeSchema = z.string().trim().max(35).regex(/^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, { message: 'a language tag such as en, de or fr-CA', abort: true }).refine(isSupportedLocale, 'a language this server cannot write dates in');
 
 const hostname = z.string().trim().max(253).regex(/^[A-Za-z0-9.-]*$/, 'a host name or IP address');
 export const mailSettingsInputSchema = z.strictObject({
@@ -70,6 +84,8 @@ export const mailSettingsInputSchema = z.strictObject({
   fromName: z.string().trim().max(200).regex(/^[^\r\n"<>]*$/, 'no line breaks, quotes or angle brackets').optional(),
   fromAddress: z.union([z.literal(''), z.email()]).optional(),
   kinds: z.array(z.enum(MAIL_KINDS)).max(MAIL_KINDS.length).optional(),
+  /** Null: English. */
+  locale: localeSchema.nullable().optional(),
 });
 export type MailSettingsInput = z.input<typeof mailSettingsInputSchema>;
 
@@ -89,6 +105,7 @@ export async function updateMailSettings(db: DB, secrets: SecretBox, shopId: str
     from_name: input.fromName ?? current.fromName,
     from_address: input.fromAddress ?? current.fromAddress,
     kinds: input.kinds ? [...new Set(input.kinds)] : current.kinds,
+    locale: input.locale === undefined ? current.locale : input.locale,
     updated_at: now,
   };
   if (next.enabled && (!next.smtp_host || !next.from_address)) {
@@ -115,7 +132,7 @@ export async function updateMailSettings(db: DB, secrets: SecretBox, shopId: str
   });
 }
 
-/** The shop's settings with its password opened, its name and time zone; undefined for a shop that never saved any. */
+/** The shop's settings with its password opened, its name, time zone and own templates; undefined for a shop that never saved any. */
 export async function openMailSettings(db: Queryable, secrets: SecretBox, shopId: string): Promise<OpenMailSettings | undefined> {
   const row = await db
     .selectFrom('shop_mail_settings as m')
@@ -131,5 +148,6 @@ export async function openMailSettings(db: Queryable, secrets: SecretBox, shopId
     shopName: row.shop_name,
     timeZone: row.timezone,
     password: row.smtp_password_sealed === null ? null : secrets.open(row.smtp_password_sealed, passwordContext(shopId)),
+    templates: await shopTemplates(db, shopId),
   };
 }
