@@ -94,6 +94,9 @@ describe('imports from Smile.io and LoyaltyLion exports', () => {
     // Placed, not earned: the tier metric counts nothing of an imported balance.
     const metric = await sql<{ n: number }>`select count(*)::int as n from tier_metric_days d join customers c on c.id = d.customer_id where c.shop_id = ${shopId}`.execute(db);
     expect(metric.rows[0]!.n).toBe(0);
+    // Nor does it make anyone an active member: the balance moved in, the customer did nothing here.
+    const active = await sql<{ n: number }>`select count(*)::int as n from insight_active_days where shop_id = ${shopId}`.execute(db);
+    expect(active.rows[0]!.n).toBe(0);
     expect(await unaccountedBalances(db, shopId)).toBe(0);
   });
 
@@ -158,6 +161,21 @@ describe('imports from Smile.io and LoyaltyLion exports', () => {
     }
     const after = await db.selectFrom('customers').select('points').where('id', '=', ada.id).executeTakeFirstOrThrow();
     expect(after.points).toBe(1000);
+    expect(await unaccountedBalances(db, shopId)).toBe(0);
+  });
+
+  it('gives an e-mail-keyed imported customer the first shop id that comes with their e-mail, once', async () => {
+    const shopId = await shopWithTiers('Adopting shop');
+    await run(shopId, 'smile', fixture('smile-customers.csv'));
+    const imported = await db.selectFrom('customers').select(['id', 'points']).where('shop_id', '=', shopId).where('email', '=', 'ada@example.com').executeTakeFirstOrThrow();
+    // Shopify's customers/create (or an order, or a REST call) for the same person, with their Shopify id.
+    const saved = await upsertCustomer(db, shopId, { shopifyCustomerId: '7001', email: 'Ada@Example.com' });
+    expect(saved).toMatchObject({ created: false, customer: { _id: imported.id, shopifyCustomerId: '7001', email: 'Ada@Example.com', points: imported.points } });
+    // The e-mail is taken by that customer now: another id with it is refused, as for any e-mail.
+    await expect(upsertCustomer(db, shopId, { shopifyCustomerId: '7002', email: 'ada@example.com' })).rejects.toMatchObject({ code: 'email_taken' });
+    // The import's re-run finds her by e-mail, balance already set: nothing changes.
+    const again = await run(shopId, 'smile', fixture('smile-customers.csv'));
+    expect(again).toMatchObject({ created: 0, updated: 0, unchanged: 4, balancesSet: 0 });
     expect(await unaccountedBalances(db, shopId)).toBe(0);
   });
 

@@ -1,17 +1,23 @@
-// `npm run cli -- …`: shops, API keys, migrations, the customers and orders imports, the imports from other programs and the Shopify history import, on the server's database.
+// `npm run cli -- …`: shops (their archive and deletion), API keys, migrations, the customers and orders imports, the imports from other programs and the Shopify history import, on the server's database.
+import { once } from 'node:events';
+import { createWriteStream } from 'node:fs';
 import { access, constants } from 'node:fs/promises';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
 import { Presets, SingleBar } from 'cli-progress';
 import { Command, InvalidArgumentError } from 'commander';
 import { ConfigError, loadConfig } from '../config.js';
 import { DataDirLockedError } from '../db/data-dir-lock.js';
 import { type DatabaseHandle, type DB, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
+import { inTransaction } from '../db/transaction.js';
 import {
   DEFAULT_REPORT_LIMIT, importCustomers, importOrders, importPeerCustomers, type ImportRejection, type ImportResult, ORDER_IMPORT_POOL_SIZE,
   type OrdersImportResult, PARALLEL_BATCHES, PEER_SOURCES, type PeerImportResult, type PeerSource,
 } from '../domain/imports/index.js';
 import { DomainError, type FailureFilter, listFailures, retrySetAside } from '../domain/kernel/index.js';
 import { parseShopifyJson } from '../domain/shopify/index.js';
+import { cancelShopDeletion, requestShopDeletion, writeShopArchive } from '../domain/shop-exit/index.js';
 import { createStaffInvite, staffLinkUrl } from '../domain/staff/index.js';
 import { type ApiKeyInfo, createApiKey, createShop, findShop, listApiKeys, listShops, revokeApiKey } from '../domain/shops/index.js';
 import { DEFAULT_IMPORT_BATCH, type HistoryImportResult, importShopifyHistory } from '../shopify-admin/history-import.js';
@@ -92,6 +98,57 @@ shop
     print(lines.length ? lines.join('\n') : 'No shops yet: npm run cli -- shop create --name "My shop"', {
       shops: shops.map((s) => ({ shopId: s.id, name: s.name, createdAt: s.createdAt, activeKeys: s.activeKeys })),
     });
+  });
+
+shop
+  .command('export')
+  .description("write everything of a shop to one gzip'd NDJSON archive (a header line, then a line per row; secrets left out), in constant memory")
+  .requiredOption(...SHOP_OPTION)
+  .requiredOption('--out <file>', 'the archive to write (e.g. shop.ndjson.gz); an existing file is replaced')
+  .action(async (opts: { shop: string; out: string }) => {
+    const { shopId, counts } = await withDatabase(async (db) => {
+      const { id } = await findShop(db, opts.shop);
+      const gzip = createGzip();
+      const written = pipeline(gzip, createWriteStream(opts.out));
+      // Waits for the file when gzip's buffer is full: memory stays a page of rows.
+      const write = async (line: string) => {
+        if (!gzip.write(`${line}\n`)) await once(gzip, 'drain');
+      };
+      try {
+        const counts = await writeShopArchive(db, id, write);
+        gzip.end();
+        await written;
+        return { shopId: id, counts };
+      } catch (err) {
+        gzip.destroy();
+        await written.catch(() => undefined);
+        throw err;
+      }
+    });
+    const rows = Object.values(counts).reduce((a, b) => a + b, 0);
+    print(`Wrote ${rows} row(s) of shop ${shopId} from ${Object.keys(counts).length} table(s) to ${opts.out}.`, { shopId, file: opts.out, rows, tables: counts });
+  });
+
+shop
+  .command('delete')
+  .description(
+    'schedule the deletion of a shop and every row of it after the grace period (SHOP_DELETION_GRACE_DAYS, 7 days), ' +
+      'during which it keeps working and the deletion can be cancelled with --cancel; export it first (shop export)',
+  )
+  .requiredOption(...SHOP_OPTION)
+  .option('--cancel', 'cancel a deletion still in its grace period')
+  .action(async (opts: { shop: string; cancel?: boolean }) => {
+    const config = loadConfig();
+    const deletion = await withDatabase(async (db) => {
+      const { id } = await findShop(db, opts.shop);
+      return opts.cancel ? cancelShopDeletion(db, id) : inTransaction(db, (trx) => requestShopDeletion(trx, id, { reason: 'requested', graceDays: config.shopDeletionGraceDays }));
+    });
+    print(
+      opts.cancel
+        ? `Cancelled the deletion of shop ${deletion.shopId}; nothing of it was deleted.`
+        : `Shop ${deletion.shopId} will be deleted from ${deletion.dueAt.toISOString()} on, by the server's scheduler; until then \`shop delete --cancel\` keeps it.`,
+      deletion,
+    );
   });
 
 const key = program.command('key').description('API keys');

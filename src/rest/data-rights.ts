@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
 import { apiKeyActor } from '../domain/audit/index.js';
-import { eraseCustomer, exportCustomerData } from '../domain/data-rights/index.js';
+import { eraseCustomer, exportCustomerData, getComplianceRequest, listComplianceRequests } from '../domain/data-rights/index.js';
 
-/** The REST twins of customerDataExport and customerErase (docs/data-rights.md). */
+/** The REST twins of customerDataExport and customerErase, and Shopify's compliance requests as answered (docs/data-rights.md). */
 export function registerDataRightsRoutes(app: FastifyInstance, db: DB): void {
   app.get('/customers/data', async (request, reply) => {
     // A person's whole record: no cache may keep it.
@@ -15,4 +15,14 @@ export function registerDataRightsRoutes(app: FastifyInstance, db: DB): void {
     message: 'Customer erased',
     ...(await eraseCustomer(db, request.shop!.id, request.body, apiKeyActor(request.apiKey!))),
   }));
+  app.get('/complianceRequests', async (request, reply) => {
+    reply.header('cache-control', 'no-store');
+    const page = await listComplianceRequests(db, request.shop!.id, request.query);
+    return { success: true, message: 'Compliance requests, newest first', complianceRequests: page.items.map((i) => i.node), nextCursor: page.hasNextPage ? page.items.at(-1)!.cursor : null };
+  });
+  app.get<{ Params: { id: string } }>('/complianceRequests/:id', async (request, reply) => {
+    // A data request's document is a person's whole record.
+    reply.header('cache-control', 'no-store');
+    return { success: true, message: 'Compliance request', complianceRequest: await getComplianceRequest(db, request.shop!.id, request.params.id) };
+  });
 }

@@ -1,8 +1,8 @@
 import type { DB } from '../../db/database.js';
-import { inTransaction } from '../../db/transaction.js';
+import { inTransaction, type Trx } from '../../db/transaction.js';
 import { type Actor, recordAudit, redactAuditValues } from '../audit/index.js';
 import { endCode } from '../codes/index.js';
-import { type Customer, getCustomer, toCustomer } from '../customers/index.js';
+import { type Customer, type CustomerKey, getCustomer, toCustomer } from '../customers/index.js';
 import { parseInput, recordEvent, redactEvents, type Redactions } from '../kernel/index.js';
 import { forgetMailRecipient } from '../mail/index.js';
 import { forgetShopifyCustomer } from '../shopify/index.js';
@@ -25,36 +25,41 @@ export const tombstoneOf = (customerId: string) => ({ email: `erased-${customerI
  */
 export async function eraseCustomer(db: DB, shopId: string, input: unknown, actor?: Actor, now = new Date()): Promise<CustomerErased> {
   const { customerIdentifier } = parseInput(customerDataInputSchema, input);
-  return inTransaction(db, async (trx) => {
-    const found = await getCustomer(trx, shopId, customerIdentifier);
-    // Locked by id: its identifiers may change until the lock is held; read again under it.
-    const row = await trx.selectFrom('customers').selectAll().where('id', '=', found.id).forUpdate().executeTakeFirstOrThrow();
-    const tombstone = tombstoneOf(row.id);
-    // Codes another write holds (an order using one, an expiry) are theirs to end: waiting for them
-    // would deadlock, as they lock a code before its customer.
-    const codes = await trx.selectFrom('discount_codes').selectAll().where('customer_id', '=', row.id).where('status', '=', 'issued').orderBy('id').forUpdate().skipLocked().execute();
-    for (const code of codes) await endCode(trx, code, { status: 'cancelled', at: now });
-    const revoked = await trx.updateTable('customer_access_tokens').set({ revoked_at: now }).where('customer_id', '=', row.id).where('revoked_at', 'is', null).executeTakeFirst();
+  return inTransaction(db, (trx) => eraseCustomerIn(trx, shopId, customerIdentifier, actor, now));
+}
 
-    const purgedDeliveries = await purgeDeliveriesCarrying(trx, shopId, personalMarks(row), now);
-    const redactions = redactionsOf(row, tombstone);
-    await redactEvents(trx, shopId, redactions);
-    await redactAuditValues(trx, shopId, redactions);
-    await forgetMailRecipient(trx, shopId, row.id, row.email, now);
-    const purgedShopifyWebhooks = await forgetShopifyCustomer(trx, shopId, { shopifyCustomerId: row.shopify_customer_id, email: row.email }, now);
+/** The erasure inside the caller's transaction: Shopify's customers/redact settles its inbox row in the same one. */
+export async function eraseCustomerIn(trx: Trx, shopId: string, customerIdentifier: CustomerKey, actor: Actor | undefined, now: Date): Promise<CustomerErased> {
+  const found = await getCustomer(trx, shopId, customerIdentifier);
+  // Locked by id: its identifiers may change until the lock is held; read again under it.
+  const row = await trx.selectFrom('customers').selectAll().where('id', '=', found.id).forUpdate().executeTakeFirstOrThrow();
+  const tombstone = tombstoneOf(row.id);
+  // Codes another write holds (an order using one, an expiry) are theirs to end: waiting for them
+  // would deadlock, as they lock a code before its customer.
+  const codes = await trx.selectFrom('discount_codes').selectAll().where('customer_id', '=', row.id).where('status', '=', 'issued').orderBy('id').forUpdate().skipLocked().execute();
+  for (const code of codes) await endCode(trx, code, { status: 'cancelled', at: now });
+  const revoked = await trx.updateTable('customer_access_tokens').set({ revoked_at: now }).where('customer_id', '=', row.id).where('revoked_at', 'is', null).executeTakeFirst();
 
-    const erased = await trx
-      .updateTable('customers')
-      .set({ email: tombstone.email, shopify_customer_id: tombstone.shopifyCustomerId, birthday: null, erased_at: now, updated_at: now })
-      .where('id', '=', row.id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    const customer = toCustomer(erased);
-    await recordEvent(trx, shopId, 'customers/erased', { customer: row.id, erasedAt: now });
-    // The log names the customer by id: what they were is what was erased.
-    await recordAudit(trx, shopId, actor, { kind: 'customer.erase', subject: { type: 'customer', id: row.id }, after: { cancelledCodes: codes.length } }, now);
-    return { customer, cancelledCodes: codes.length, revokedTokens: Number(revoked.numUpdatedRows), purgedDeliveries: purgedDeliveries.length, purgedShopifyWebhooks };
-  });
+  const purgedDeliveries = await purgeDeliveriesCarrying(trx, shopId, personalMarks(row), now);
+  const redactions = redactionsOf(row, tombstone);
+  await redactEvents(trx, shopId, redactions);
+  await redactAuditValues(trx, shopId, redactions);
+  await forgetMailRecipient(trx, shopId, row.id, row.email, now);
+  // The exports Shopify's data requests made of them: kept for the shop to hand over, theirs to lose now.
+  await trx.updateTable('compliance_requests').set({ document: null }).where('shop_id', '=', shopId).where('customer_id', '=', row.id).execute();
+  const purgedShopifyWebhooks = await forgetShopifyCustomer(trx, shopId, { shopifyCustomerId: row.shopify_customer_id, email: row.email }, now);
+
+  const erased = await trx
+    .updateTable('customers')
+    .set({ email: tombstone.email, shopify_customer_id: tombstone.shopifyCustomerId, birthday: null, erased_at: now, updated_at: now })
+    .where('id', '=', row.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  const customer = toCustomer(erased);
+  await recordEvent(trx, shopId, 'customers/erased', { customer: row.id, erasedAt: now });
+  // The log names the customer by id: what they were is what was erased.
+  await recordAudit(trx, shopId, actor, { kind: 'customer.erase', subject: { type: 'customer', id: row.id }, after: { cancelledCodes: codes.length } }, now);
+  return { customer, cancelledCodes: codes.length, revokedTokens: Number(revoked.numUpdatedRows), purgedDeliveries: purgedDeliveries.length, purgedShopifyWebhooks };
 }
 
 /** The person's values as jsonb prints them, each with its tombstone's. */

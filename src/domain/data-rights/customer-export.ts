@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { z } from 'zod';
+import type { CustomerRow } from '../../db/schema.js';
 import type { Queryable } from '../../db/transaction.js';
 import { listDiscountCodesOfCustomers } from '../codes/index.js';
 import { customerIdentifierSchema, getCustomer, toCustomer } from '../customers/index.js';
@@ -20,7 +21,11 @@ const PAGE = 1000;
  */
 export async function exportCustomerData(db: Queryable, shopId: string, input: unknown, now = new Date()) {
   const { customerIdentifier } = parseInput(customerDataInputSchema, input);
-  const row = await getCustomer(db, shopId, customerIdentifier);
+  return customerDocument(db, shopId, await getCustomer(db, shopId, customerIdentifier), now);
+}
+
+/** The export's document of a customer already found (Shopify's data requests find theirs by Shopify's id or e-mail). */
+export async function customerDocument(db: Queryable, shopId: string, row: CustomerRow, now: Date) {
   const id = row.id;
   const [ledger, orders, discountCodes] = await Promise.all([
     allOf((args) => listActivitiesOfCustomers(db, shopId, [id], args)),
@@ -69,7 +74,7 @@ export async function exportCustomerData(db: Queryable, shopId: string, input: u
   };
 }
 
-export type CustomerDataExport = Awaited<ReturnType<typeof exportCustomerData>>;
+export type CustomerDataExport = Awaited<ReturnType<typeof customerDocument>>;
 
 /** Every item of a keyset-paged list, page after page. */
 async function allOf<T>(page: (args: PageArgs) => Promise<Array<Page<T>>>): Promise<T[]> {

@@ -3,3 +3,4 @@
 
 export { type CustomerDataExport, customerDataInputSchema, exportCustomerData } from './customer-export.js';
 export { type CustomerErased, eraseCustomer, tombstoneOf } from './customer-erasure.js';
+export { answerShopifyCompliance, type ComplianceRequest, complianceRequestsQuerySchema, getComplianceRequest, listComplianceRequests } from './shopify-compliance.js';

@@ -50,6 +50,7 @@ function carriesPerson(row: { topic: string; body: string }, shopifyCustomerId: 
   }
   if (typeof body !== 'object' || body === null) return false;
   const record = body as { id?: unknown; customer?: { id?: unknown } | null };
-  if (row.topic.startsWith('customers/')) return String(record.id) === shopifyCustomerId;
+  // customers/create and /update are the customer; the others (an order, a refund, a compliance request) name one.
+  if (row.topic === 'customers/create' || row.topic === 'customers/update') return String(record.id) === shopifyCustomerId;
   return String(record.customer?.id) === shopifyCustomerId;
 }

@@ -3,12 +3,12 @@
 // the history brought in by bulk operations.
 
 export {
-  ensureOrderCustomer, getShopifyConnection, SHOPIFY_TOPICS, listShopifyWebhooks, purgeProcessedShopifyWebhooks, receiveShopifyWebhook,
-  retryShopifyWebhook, setShopifyConnection, SHOPIFY_INBOX_RETENTION_DAYS, type ShopifyConnection, shopifyInbox,
+  type ComplianceAnswer, createShopifyInbox, ensureOrderCustomer, getShopifyConnection, SHOPIFY_TOPICS, listShopifyWebhooks, purgeProcessedShopifyWebhooks, receiveShopifyWebhook,
+  retryShopifyWebhook, setShopifyConnection, SHOPIFY_INBOX_RETENTION_DAYS, type ShopifyConnection,
   type ShopifyWebhook,
 } from './shopify-connector.js';
 export { forgetShopifyCustomer } from './customer-redaction.js';
-export { orderPut, parseShopifyJson, parseShopifyOrder, type ShopifyOrder } from './shopify-payloads.js';
+export { orderPut, parseShopifyJson, parseShopifyOrder, type ShopifyComplianceRequest, type ShopifyOrder } from './shopify-payloads.js';
 export {
   adminConnectionInputSchema, type AdminConnectionView, type AdminCredentials, adminConnectionView, deleteAdminConnection, missingScopes,
   openAdminConnection, type OpenAdminConnection, parseAdminCredentials, recordWebhookRegistration, registeredWebhooks, renewAdminToken,

@@ -14,8 +14,8 @@ import { upsertOrder } from '../orders/index.js';
 import { upsertCustomerIn } from '../program/index.js';
 import { adminConnected, collectionsForOrder, forgetCollection, knownCollections, forgetProduct, refreshProductCollections, requestCollectionsReconcile } from './product-collections.js';
 import {
-  customerInput, orderProductIds, orderPut, parseShopifyCustomer, parseShopifyJson, parseShopifyOrder, parseShopifyRefund, parseShopifyResource, type ShopifyCustomer,
-  type ShopifyOrder, type ShopifyRefund,
+  customerInput, orderProductIds, orderPut, parseShopifyCompliance, parseShopifyCustomer, parseShopifyJson, parseShopifyOrder, parseShopifyRefund, parseShopifyResource,
+  type ShopifyComplianceRequest, type ShopifyCustomer, type ShopifyOrder, type ShopifyRefund,
 } from './shopify-payloads.js';
 
 /**
@@ -30,6 +30,20 @@ export const SHOPIFY_TOPICS = [
   // Which collections products are in (product-collections.ts), for earning rules' collection lists.
   'products/create', 'products/update', 'products/delete', 'collections/update', 'collections/delete',
 ] as const;
+/**
+ * Shopify's mandatory compliance webhooks (docs/data-rights.md): set in the app's configuration, not
+ * registered per shop, and answered by capabilities above this one (ComplianceAnswer).
+ */
+export const SHOPIFY_COMPLIANCE_TOPICS = ['customers/data_request', 'customers/redact', 'shop/redact'] as const;
+const ACCEPTED_TOPICS: readonly string[] = [...SHOPIFY_TOPICS, ...SHOPIFY_COMPLIANCE_TOPICS];
+
+/**
+ * Answers a compliance webhook inside the transaction that marks it applied. Given at composition
+ * (src/app.ts): the answers (an export, an erasure, the shop's deletion) belong to data-rights,
+ * which itself imports this capability.
+ */
+export type ComplianceAnswer = (trx: Trx, shopId: string, request: ShopifyComplianceRequest, now: Date) => Promise<void>;
+
 /** Shopify retries a failed delivery for 48 hours; anything triggered longer ago is a replay. */
 export const SHOPIFY_REPLAY_WINDOW_MS = 72 * 60 * 60 * 1000;
 /**
@@ -232,7 +246,7 @@ function hmacMatches(secret: string, rawBody: Buffer, given: string): boolean {
 }
 
 function rejectionOf(delivery: ShopifyDelivery, now: Date): string | undefined {
-  if (!(SHOPIFY_TOPICS as readonly string[]).includes(delivery.topic)) return `topic ${delivery.topic} is not handled (handled: ${SHOPIFY_TOPICS.join(', ')})`;
+  if (!ACCEPTED_TOPICS.includes(delivery.topic)) return `topic ${delivery.topic} is not handled (handled: ${ACCEPTED_TOPICS.join(', ')})`;
   if (delivery.triggeredAt && now.getTime() - delivery.triggeredAt.getTime() > SHOPIFY_REPLAY_WINDOW_MS) {
     return `triggered at ${delivery.triggeredAt.toISOString()}, more than ${SHOPIFY_REPLAY_WINDOW_MS / 3_600_000} hours ago: a replay, not applied`;
   }
@@ -248,20 +262,22 @@ function orderIdOf(topic: string, body: unknown): string | null {
 
 // --- applying ------------------------------------------------------------------------------------
 
-/** Stored webhooks waiting to be applied: done by the scheduler, one transaction each. */
-export const shopifyInbox: DueWork = {
-  name: 'shopify_inbox',
-  async runDue(db: DB, now: Date, limit: number): Promise<number> {
-    const failing = await failingItems(db, 'shopify_inbox', now);
-    let done = 0;
-    while (done < limit && (await applyNext(db, now, failing)) !== undefined) done++;
-    return done;
-  },
-  async oldestDue(db: DB, now: Date): Promise<Date | null> {
-    const row = await dueWebhooks(db, now, await failedItems(db, 'shopify_inbox')).select('next_attempt_at').limit(1).executeTakeFirst();
-    return row?.next_attempt_at ?? null;
-  },
-};
+/** Stored webhooks waiting to be applied: done by the scheduler, one transaction each; compliance webhooks answered by `answer`. */
+export function createShopifyInbox(answer: ComplianceAnswer): DueWork {
+  return {
+    name: 'shopify_inbox',
+    async runDue(db: DB, now: Date, limit: number): Promise<number> {
+      const failing = await failingItems(db, 'shopify_inbox', now);
+      let done = 0;
+      while (done < limit && (await applyNext(db, now, failing, answer)) !== undefined) done++;
+      return done;
+    },
+    async oldestDue(db: DB, now: Date): Promise<Date | null> {
+      const row = await dueWebhooks(db, now, await failedItems(db, 'shopify_inbox')).select('next_attempt_at').limit(1).executeTakeFirst();
+      return row?.next_attempt_at ?? null;
+    },
+  };
+}
 
 /** Stored webhooks not applied yet whose try is due at `now`, the longest waiting first, none of `skip` (their last try failed). */
 function dueWebhooks(db: Queryable, now: Date, skip: readonly string[]) {
@@ -276,18 +292,18 @@ function dueWebhooks(db: Queryable, now: Date, skip: readonly string[]) {
  * recorded on the row; any other failure (the database refusing what the body holds, a bug) is a
  * failure of this webhook alone (runClaimed): tried again later, then set aside as `failed`.
  */
-function applyNext(db: DB, now: Date, failing: FailingItems): Promise<number | undefined> {
+function applyNext(db: DB, now: Date, failing: FailingItems, answer: ComplianceAnswer): Promise<number | undefined> {
   return runClaimed(db, now, failing, {
     claim: (trx, skip) => dueWebhooks(trx, now, skip).selectAll().limit(1).forUpdate().skipLocked().execute(),
     keyOf: (row) => ({ item: row.id, shopId: row.shop_id }),
-    work: (trx, [row]) => applyWebhook(trx, row!, now),
+    work: (trx, [row]) => applyWebhook(trx, row!, now, answer),
     // The shop's list shows every try and the last reason; processed_at stays null (not applied).
     onFailure: (trx, row, failure) =>
       trx.updateTable('shopify_inbox').set({ attempts: sql`attempts + 1`, error: failure.reason }).where('id', '=', row.id).where('processed_at', 'is', null).execute(),
   });
 }
 
-async function applyWebhook(trx: Trx, row: ShopifyInboxRow, now: Date): Promise<number> {
+async function applyWebhook(trx: Trx, row: ShopifyInboxRow, now: Date, answer: ComplianceAnswer): Promise<number> {
   const done = (error: string | null) => trx.updateTable('shopify_inbox').set({ attempts: row.attempts + 1, error, processed_at: now }).where('id', '=', row.id).execute();
   let fact: Fact;
   try {
@@ -303,6 +319,11 @@ async function applyWebhook(trx: Trx, row: ShopifyInboxRow, now: Date): Promise<
     apply = () => applyCustomer(trx, row.shop_id, customer);
   } else if (fact.kind === 'catalogue') {
     apply = () => applyCatalogue(trx, row.shop_id, fact, now);
+  } else if (fact.kind === 'compliance') {
+    apply = async () => {
+      await answer(trx, row.shop_id, fact.request, now);
+      return undefined;
+    };
   } else {
     // What Shopify said of the order stays known even if applying it is refused: later webhooks build on it.
     const facts = await recordFact(trx, row.shop_id, fact);
@@ -332,12 +353,16 @@ async function applyWebhook(trx: Trx, row: ShopifyInboxRow, now: Date): Promise<
 type Fact =
   | { kind: 'customer'; customer: ShopifyCustomer }
   | { kind: 'catalogue'; topic: string; id: string }
+  | { kind: 'compliance'; request: ShopifyComplianceRequest }
   | { kind: 'order'; shopifyOrderId: string; order: ShopifyOrder; raw: unknown; text: string }
   | { kind: 'refund'; shopifyOrderId: string; refund: ShopifyRefund; raw: unknown; text: string };
 
 function factOf(row: ShopifyInboxRow): Fact {
   const raw = parseShopifyJson(row.body);
   if (row.topic === 'customers/create' || row.topic === 'customers/update') return { kind: 'customer', customer: parseShopifyCustomer(raw) };
+  if ((SHOPIFY_COMPLIANCE_TOPICS as readonly string[]).includes(row.topic)) {
+    return { kind: 'compliance', request: parseShopifyCompliance(row.topic as ShopifyComplianceRequest['topic'], raw) };
+  }
   if (row.topic.startsWith('products/') || row.topic.startsWith('collections/')) {
     return { kind: 'catalogue', topic: row.topic, id: parseShopifyResource(raw, row.topic.startsWith('products/') ? 'product' : 'collection').id };
   }

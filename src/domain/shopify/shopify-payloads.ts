@@ -81,6 +81,20 @@ const orderSchema = z.object({
 /** products/* and collections/*: only the id is used (which products a collection holds is read from the Admin API). */
 const resourceSchema = z.object({ id });
 
+/**
+ * Shopify's mandatory compliance webhooks (customers/data_request, customers/redact, shop/redact):
+ * the shop, and for the first two the customer (by id, e-mail, phone), the orders concerned and, for
+ * a data request, Shopify's id of the request.
+ */
+const complianceSchema = z.object({
+  shop_id: id.nullish(),
+  shop_domain: z.string().nullish(),
+  customer: z.object({ id: id.nullish(), email: z.string().nullish(), phone: z.string().nullish() }).nullish(),
+  orders_requested: z.array(id).nullish(),
+  orders_to_redact: z.array(id).nullish(),
+  data_request: z.object({ id }).nullish(),
+});
+
 export type ShopifyOrder = z.output<typeof orderSchema>;
 export type ShopifyRefund = z.output<typeof refundSchema>;
 export type ShopifyCustomer = z.output<typeof customerSchema>;
@@ -89,6 +103,28 @@ function parsed<S extends z.ZodType>(schema: S, body: unknown, what: string): z.
   const result = schema.safeParse(body);
   if (result.success) return result.data;
   throw validationErrorFrom(result.error.issues.map((i) => ({ ...i, message: `${what}: ${i.message}` })));
+}
+
+export type ShopifyComplianceRequest = {
+  topic: 'customers/data_request' | 'customers/redact' | 'shop/redact';
+  /** Who it is about (null for shop/redact): Shopify's customer id, and the e-mail to match when that id is unknown here. */
+  customer: { id: string | null; email: string | null } | null;
+  /** The orders Shopify names (orders_requested, orders_to_redact). */
+  orders: string[];
+  /** data_request.id: what the shop quotes when it answers. */
+  dataRequestId: string | null;
+};
+
+export function parseShopifyCompliance(topic: ShopifyComplianceRequest['topic'], body: unknown): ShopifyComplianceRequest {
+  const b = parsed(complianceSchema, body, `not a Shopify ${topic} request`);
+  if (topic === 'shop/redact') return { topic, customer: null, orders: [], dataRequestId: null };
+  if (!b.customer?.id && !b.customer?.email) throw validationErrorFrom([{ path: ['customer'], message: `a ${topic} request names its customer by id or e-mail` }]);
+  return {
+    topic,
+    customer: { id: b.customer.id ?? null, email: b.customer.email ?? null },
+    orders: b.orders_requested ?? b.orders_to_redact ?? [],
+    dataRequestId: b.data_request?.id ?? null,
+  };
 }
 
 export const parseShopifyOrder = (body: unknown) => parsed(orderSchema, body, 'not a Shopify order');
