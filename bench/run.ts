@@ -1,6 +1,6 @@
 // `npm run bench [-- SCENARIO… [--duration 10] [--warmup 3] [--connections 32] [--customers 1000] [--cpu-prof DIR]]`
 // console: [--customers 1000000] [--samples 1000] [--rebuild]
-// scale only: [--build-only] [--rebuild] [--samples 1000] [--purge-turns 2] [--import-rows 1000000] [--parts lists,purge,import]
+// scale only: [--build-only] [--rebuild] [--samples 1000] [--purge-turns 2] [--import-rows 1000000] [--parts lists,writes,purge,import]
 // Runs the named scenarios (all when none is named) against a server on PostgreSQL
 // (BENCH_DATABASE_URL, else TEST_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test);
 // `memory` measures the embedded default, PGlite.

@@ -230,7 +230,7 @@ describe.skipIf(!onPostgres)('query plans at scale (PostgreSQL)', () => {
    * Runs `call` on one connection with auto_explain, which also shows the statements a trigger
    * runs (the ledger's expiry trigger); returns the problems found in every plan.
    */
-  async function nestedPlansOf(call: (db: Kysely<Database>) => Promise<unknown>): Promise<string[]> {
+  async function nestedPlansOf(call: (db: Kysely<Database>) => Promise<unknown>, seen?: (plan: { 'Query Text': string; Plan: PlanNode }) => void): Promise<string[]> {
     const single = new pg.Pool({ connectionString: handle.url, max: 1 });
     const plans: Array<{ 'Query Text': string; Plan: PlanNode }> = [];
     single.on('connect', (client) => {
@@ -250,6 +250,7 @@ describe.skipIf(!onPostgres)('query plans at scale (PostgreSQL)', () => {
       await traced.destroy();
     }
     expect(plans.length).toBeGreaterThan(0);
+    if (seen) plans.forEach(seen);
     return plans.flatMap((p) => problemsOf(p.Plan).map((problem) => `${problem} in: ${p['Query Text']}`));
   }
 
@@ -261,6 +262,7 @@ describe.skipIf(!onPostgres)('query plans at scale (PostgreSQL)', () => {
     await pool.query(`insert into point_lots (shop_id, customer_id, points, expires_at, created_at)
       select $1, 'c_heavy', 1000, '2100-01-01', now() from generate_series(1, 100) g`, [SHOP]);
     await pool.query(`analyze point_lots`);
+    const drawn: number[] = [];
     // Then the dates move: the statistics still say every lot expires in 2100, and none is due.
     await pool.query(`update point_lots set expires_at = expires_at + id * interval '1 second' where customer_id = 'c_heavy'`);
     await pool.query(`update point_lots set expires_at = '2026-06-01' where customer_id <> 'c_heavy'`);
@@ -269,8 +271,14 @@ describe.skipIf(!onPostgres)('query plans at scale (PostgreSQL)', () => {
       // A debit draws the soonest lots of its customer only.
       expect(await writeBalanceChange(traced, SHOP, { customerId: 'c_heavy' }, { op: 'subtract', amount: 1500, type: 'subtract_points', settingType: 'api', description: null, note: null })).toBeDefined();
       expect((await nextExpiries(traced, SHOP, ['c_heavy', 'c_99999']))[0]).toMatchObject({ points: 500 });
+    }, (plan) => {
+      if (plan['Query Text'].includes('from point_lots where customer_id = customer')) drawn.push(plan.Plan['Actual Rows']);
     });
     expect(problems).toEqual([]);
+    // The sweep's expiries drew each customer's three lots; then 1,500 points of lots of 1,000 took
+    // one fetch of PL/pgSQL's loop (10 rows) of the heavy customer's hundred lots, not all of them.
+    expect(drawn.slice(0, -1).every((rows) => rows === 3)).toBe(true);
+    expect(drawn.at(-1)).toBe(10);
   });
 
   it('code expiry and warnings read the codes due, not the codes waiting', async () => {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../migrations/index.js';
 import { openDatabase } from '../src/db/database.js';
 import { underMigrationLock } from '../src/db/migrate.js';
+import { importCustomers, type ImportRecord } from '../src/domain/imports/customers-import.js';
 import { startOfShopDay } from '../src/domain/kernel/calendar.js';
 import { changePoints } from '../src/domain/ledger/points.js';
 import { upsertOrder } from '../src/domain/orders/order-writes.js';
@@ -193,6 +194,17 @@ describe('upgrades at once, and the multiplier on place_order', () => {
       [null, 'Silver', 'upgrade'],
       ['Silver', 'Gold', 'upgrade'],
     ]);
+  });
+
+  it('an imported balance is not points earned here: the import sets it (update_points), no metric counts it; an add does', async () => {
+    const shop = await tierShop(t, null, [{ name: 'Silver', threshold: '100' }]);
+    async function* records(): AsyncGenerator<ImportRecord> {
+      yield { line: 1, value: { shopifyCustomerId: 'imported', email: 'imported@example.com', points: 500 } };
+    }
+    expect(await importCustomers(t.app.database, shop.shopId, records())).toMatchObject({ created: 1, balancesSet: 1 });
+    expect(await standing(t, shop.apiKey, 'imported')).toMatchObject({ points: 500, tier: null, tierProgress: { current: '0', remaining: '100' } });
+    expect((await addPoints(t, shop.apiKey, 'imported', 100)).status).toBe(200);
+    expect(await standing(t, shop.apiKey, 'imported')).toMatchObject({ points: 600, tier: { tier: { name: 'Silver' } }, tierProgress: { current: '100' } });
   });
 
   it('a batch of new orders of customers with and without a multiplier: each earns by its own tier', async () => {

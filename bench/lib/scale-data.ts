@@ -9,15 +9,26 @@
 // rebuilt only when it is missing, unfinished, of another version, or when asked to be; otherwise
 // pending migrations are applied (a new migration may add indexes) and it is reused.
 import { randomBytes } from 'node:crypto';
+import { sql } from 'kysely';
 import pg from 'pg';
-import { openDatabase } from '../../src/db/database.js';
+import { loadConfig } from '../../src/config.js';
+import { type DB, openDatabase } from '../../src/db/database.js';
+import { compactInsights, purgeActiveMemberMarkers } from '../../src/domain/insights/insights.js';
+import { purgeRelayedOutboxEvents } from '../../src/domain/kernel/events.js';
+import { purgeExpiredIdempotencyKeys } from '../../src/domain/ledger/idempotency.js';
 import { migrateToLatest } from '../../src/db/migrate.js';
 import { READABLE_ALPHABET } from '../../src/domain/kernel/ids.js';
+import { changePoints } from '../../src/domain/ledger/points.js';
+import { upsertOrder } from '../../src/domain/orders/index.js';
+import { createEarningRule } from '../../src/domain/program/earning-rules.js';
+import { upsertCustomer } from '../../src/domain/program/sign-up.js';
+import { createTier } from '../../src/domain/program/tiers.js';
 import { createPointsRedemption } from '../../src/domain/rewards/redemptions.js';
+import { updateShopSettings } from '../../src/domain/settings/shop-settings.js';
 import { createShop } from '../../src/domain/shops/shops.js';
 
 /** Bump whenever the rows generated change: databases of another version are rebuilt. */
-export const GENERATOR_VERSION = 2;
+export const GENERATOR_VERSION = 3;
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -36,6 +47,8 @@ export type ShopShape = {
   deliveries: number;
   /** Idempotency keys; 80 % older than the 24-hour TTL. */
   idempotencyKeys: number;
+  /** Orders recorded before the program earned on orders (no points), round customers 1..C-1. */
+  orders: number;
 };
 
 export type ScaleSize = 'large' | 'small';
@@ -43,14 +56,14 @@ export type ScaleSize = 'large' | 'small';
 /** The measured shop, and the few small shops beside it (so every shop_id filter has something to skip). */
 export const SHAPES: Record<ScaleSize, { main: ShopShape; others: ShopShape; otherShops: number }> = {
   large: {
-    main: { customers: 1_000_000, activities: 5_000_000, referees: 100_000, deliveries: 500_000, idempotencyKeys: 1_000_000 },
-    others: { customers: 10_000, activities: 50_000, referees: 1_000, deliveries: 5_000, idempotencyKeys: 10_000 },
+    main: { customers: 1_000_000, activities: 5_000_000, referees: 100_000, deliveries: 500_000, idempotencyKeys: 1_000_000, orders: 1_000_000 },
+    others: { customers: 10_000, activities: 50_000, referees: 1_000, deliveries: 5_000, idempotencyKeys: 10_000, orders: 10_000 },
     otherShops: 3,
   },
   small: {
     // 300 referees and 500 deliveries, not a thousandth of LARGE's: a full page of 250 must exist.
-    main: { customers: 1_000, activities: 10_000, referees: 300, deliveries: 500, idempotencyKeys: 1_000 },
-    others: { customers: 100, activities: 1_000, referees: 30, deliveries: 50, idempotencyKeys: 100 },
+    main: { customers: 1_000, activities: 10_000, referees: 300, deliveries: 500, idempotencyKeys: 1_000, orders: 1_000 },
+    others: { customers: 100, activities: 1_000, referees: 30, deliveries: 50, idempotencyKeys: 100, orders: 100 },
     otherShops: 3,
   },
 };
@@ -64,6 +77,29 @@ export const ROLES = {
   ordinary: 7,
 } as const;
 export const FIRST_SHOPIFY_ID = 7_000_000_000;
+
+/**
+ * The measured shop's program (issue 38): orders earn a point a dollar, credits expire per earn
+ * after a year, two tiers count points earned. Set by the domain after the bulk rows, as a shop
+ * turning them on would (the tiers count the ledger's history; every positive balance becomes a lot).
+ */
+export const PROGRAM = {
+  rule: { type: 'place_order', name: '1 point per $1', earnPoint: 1, spent: '1.00' },
+  tiers: [{ name: 'Silver', threshold: '500', multiplier: '1.25' }, { name: 'Gold', threshold: '5000', multiplier: '1.5' }],
+  expiry: { mode: 'per_earn', days: 365 },
+} as const;
+
+/**
+ * The history customer: at LARGE a long life (5,000 orders of $2,000, each followed by three
+ * credits: 20,000 ledger entries, as many lots), at SMALL a short one (100 orders: 400 entries),
+ * written through the domain.
+ * Refunds of the bench take $2 at a time from its oldest orders.
+ */
+export const HISTORY = { customer: 'history-customer', orderTotal: '2000.00', large: { orders: 5_000 }, small: { orders: 100 }, creditsPerOrder: 3 } as const;
+export const historyOrder = (refunded: string) => ({
+  customerIdentifier: HISTORY.customer, currency: 'USD', subtotal: HISTORY.orderTotal, total: HISTORY.orderTotal, refunded,
+  status: refunded === '0.00' ? 'paid' : 'partially_refunded', lineItems: [{ productId: 'gift-box', quantity: 1, price: HISTORY.orderTotal }],
+});
 
 /** What the bench needs to find its way in a built database. */
 export type ScaleFacts = {
@@ -202,11 +238,58 @@ async function build(url: string, size: ScaleSize, log: (line: string) => void):
     await close();
   }
 
-  return bulkInsert(url, log, async (step, client) => {
+  const facts = await bulkInsert(url, log, async (step, client) => {
     const subscriptions = await generateShop(step, client, main.shopId, shapes.main, 'main shop');
     for (const [i, shopId] of others.entries()) await generateShop(step, client, shopId, shapes.others, `neighbour ${i + 1}`);
     return { size, shopId: main.shopId, apiKey: main.apiKey, otherShopIds: others, subscriptions, shape: shapes.main };
   });
+  await programAndHistory(url, main.shopId, HISTORY[size].orders, log);
+  return facts;
+}
+
+/**
+ * What a server's first retention pass does at start (src/app.ts), done at full speed: relayed
+ * events and expired keys deleted, the rollups' stripes folded, past days' active-member markers
+ * deleted (millions at LARGE; at a third of the time, as the server runs it, that took hours).
+ */
+export async function firstRetentionPass(db: DB, log: (line: string) => void): Promise<void> {
+  const fast = { batchSize: 50_000, pauseMs: 0 };
+  const hour = 60 * 60 * 1000;
+  const events = await purgeRelayedOutboxEvents(db, new Date(Date.now() - loadConfig({}).outboxRetentionHours * hour), fast);
+  const keys = await purgeExpiredIdempotencyKeys(db, fast);
+  const folded = await compactInsights(db, new Date(Date.now() - hour), fast);
+  const markers = await purgeActiveMemberMarkers(db, new Date(Date.now() - 3 * 24 * hour), fast);
+  log(`    first retention pass: ${events} relayed events, ${keys} expired idempotency keys, ${folded} rollup stripes folded, ${markers} past active-member markers`);
+}
+
+/** The measured shop's program turned on, then the history customer's life, through the domain. */
+async function programAndHistory(url: string, shopId: string, orders: number, log: (line: string) => void): Promise<void> {
+  const { db, close } = await openDatabase({ url, poolSize: 2 });
+  try {
+    let t = performance.now();
+    const took = () => {
+      const seconds = (performance.now() - t) / 1000;
+      t = performance.now();
+      return `${seconds.toFixed(1)} s`;
+    };
+    await createEarningRule(db, shopId, PROGRAM.rule);
+    for (const tier of PROGRAM.tiers) await createTier(db, shopId, tier);
+    await updateShopSettings(db, shopId, { expiry: PROGRAM.expiry });
+    log(`    main shop: earning rule, tiers (the history counted) and per-earn expiry (a lot per balance) in ${took()}`);
+    await upsertCustomer(db, shopId, { shopifyCustomerId: HISTORY.customer, email: 'history@scale.example' });
+    for (let i = 1; i <= orders; i++) {
+      await upsertOrder(db, shopId, `H-${i}`, historyOrder('0.00'));
+      for (let k = 0; k < HISTORY.creditsPerOrder; k++) await changePoints(db, shopId, 'add', { customerIdentifier: HISTORY.customer, amount: 10 });
+    }
+    log(`    main shop: the history customer's ${orders} orders and ${orders * HISTORY.creditsPerOrder} credits in ${took()}`);
+    // What a server's first retention pass deletes (it runs at start): done here, so the first run
+    // after a build measures what later runs do, not that pass (millions of relayed events at LARGE).
+    await firstRetentionPass(db, log);
+    log(`    the first retention pass in ${took()}`);
+    await sql`vacuum analyze`.execute(db);
+  } finally {
+    await close();
+  }
 }
 
 /**
@@ -346,6 +429,17 @@ async function generateShop(step: Step, client: pg.Client, shopId: string, shape
     select ${idSql(`${customerMs('r')} + 500`, "$1 || ':r' || r")}, $1, ${customerId('r')}, ${customerId(String(ROLES.referrer))},
       ${readableCodeSql(String(ROLES.referrer), 8)}, true, ${tsSql(`${customerMs('r')} + 500`)}, ${tsSql(`${customerMs('r')} + 500`)}
     from generate_series(0, ${shape.referees - 1}) k, lateral (select 3 + k * ${refereeStep} as r) referee
+    order by k`, [shopId]);
+
+  // Orders of the time before the program earned on them: paid, no points; customer 1 + k % (C - 1).
+  const orderMs = `${ledgerStart} + k * ${Math.max(1, Math.floor((330 * DAY_MS) / Math.max(1, shape.orders)))}::bigint`;
+  await step(`${label}: orders`, `
+    insert into orders (id, shop_id, customer_id, order_id, currency, subtotal_minor, shipping_minor, tax_minor, total_minor, refunded_minor,
+      status, line_items, processed_at, state_hash, created_at, updated_at)
+    select ${idSql(orderMs, "$1 || ':o' || k")}, $1, ${customerId(`1 + k % ${C - 1}`)}, 'bulk-' || k, 'USD', 4250, 499, 340, 5089, 0,
+      'paid', '[{"productId":"tee","variantId":null,"collectionIds":[],"quantity":2,"price":"15.00","discount":"0.00","refundedQuantity":0,"giftCard":false},{"productId":"mug","variantId":null,"collectionIds":[],"quantity":1,"price":"12.50","discount":"0.00","refundedQuantity":0,"giftCard":false}]'::jsonb,
+      ${tsSql(orderMs)}, md5('o' || k), ${tsSql(orderMs)}, ${tsSql(orderMs)}
+    from generate_series(0, ${shape.orders - 1}) k
     order by k`, [shopId]);
 
   // Subscriptions by SQL: their secrets are sealed with the server's SECRETS_KEY, which each bench

@@ -17,7 +17,7 @@ export type BenchOptions = {
 };
 
 /** The parts of the scale scenario, in the order it runs them. */
-export const SCALE_PARTS = ['lists', 'purge', 'import'] as const;
+export const SCALE_PARTS = ['lists', 'writes', 'purge', 'import'] as const;
 
 export type ScaleSettings = {
   /** Build (or check and migrate) the LARGE and SMALL databases, then stop. */

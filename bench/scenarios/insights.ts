@@ -110,6 +110,11 @@ async function switchRollups(client: Awaited<ReturnType<typeof connect>>, on: bo
   for (const trigger of ROLLUP_TRIGGERS) await client.query(`alter table activities ${on ? 'enable' : 'disable'} trigger ${trigger}`);
 }
 
+/** The program page's query over `$from`..`$to` by day (the scale bench sends it too); `perDay`: with the codes per day and reward. */
+export const insightsQuery = (perDay: boolean) => `query($from: DateTime!, $to: DateTime!) { shop { insights(from: $from, to: $to, interval: day) {
+      points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members ${perDay ? 'codes { issued used expired cancelled useRate }' : ''} }
+      rewards { rewardId codes points discount used expired cancelled useRate ${perDay ? 'intervals { date issued used expired cancelled useRate }' : ''} } tiers { name members } } } }`;
+
 async function run(options: BenchOptions): Promise<boolean> {
   const schema = await createIsolatedSchema(options.databaseUrl);
   let server: Awaited<ReturnType<typeof startServer>> | undefined;
@@ -121,9 +126,7 @@ async function run(options: BenchOptions): Promise<boolean> {
     process.stdout.write(`  written in ${seedSec.toFixed(1)} s; ${rollups.striped.toLocaleString('en')} rollup rows over ${STRIPES} stripes, ${rollups.folded.toLocaleString('en')} once folded (${foldSec.toFixed(1)} s)\n`);
 
     // The query, one at a time: a shop owner opening the page, not a load test.
-    const query = (perDay: boolean) => `query($from: DateTime!, $to: DateTime!) { shop { insights(from: $from, to: $to, interval: day) {
-      points { at issued { orders rules manual referrals total } removedManually redeemed expired clawedBack outstanding pending activeMembers newMembers members ${perDay ? 'codes { issued used expired cancelled useRate }' : ''} }
-      rewards { rewardId codes points discount used expired cancelled useRate ${perDay ? 'intervals { date issued used expired cancelled useRate }' : ''} } tiers { name members } } } }`;
+    const query = insightsQuery;
     const to = new Date();
     const variables = { from: new Date(to.getTime() - 90 * 86_400_000).toISOString(), to: to.toISOString() };
     type Answer = {

@@ -14,19 +14,23 @@ import type pg from 'pg';
 import { Pool } from 'undici';
 import { loadConfig } from '../../src/config.js';
 import { type DB, openDatabase } from '../../src/db/database.js';
+import { createCustomerAccessToken } from '../../src/domain/customers/customer-access-tokens.js';
+import { changePoints } from '../../src/domain/ledger/points.js';
 import { purgeRelayedOutboxEvents } from '../../src/domain/kernel/events.js';
 import { encodeCursor, encodeTimeCursor } from '../../src/domain/kernel/pagination.js';
 import { purgeExpiredIdempotencyKeys } from '../../src/domain/ledger/idempotency.js';
 import { purgeDeliveries } from '../../src/webhooks/delivery-queue.js';
-import { percentile, summarize } from '../lib/load.js';
+import { combine, type HttpLoad, inTurns, percentile, summarize, warmUp } from '../lib/load.js';
 import { connect } from '../lib/postgres.js';
-import { ensureScaleDatabase, FIRST_SHOPIFY_ID, insertDeliveries, insertIdempotencyKeys, ROLES, type ScaleDatabase, type ScaleSize } from '../lib/scale-data.js';
+import { ensureScaleDatabase, FIRST_SHOPIFY_ID, HISTORY, historyOrder, insertDeliveries, insertIdempotencyKeys, ROLES, type ScaleDatabase, type ScaleSize } from '../lib/scale-data.js';
 import type { BenchOptions, Scenario } from '../lib/scenario.js';
 import { type ServerProcess, startServer } from '../lib/server.js';
 import { timeCliImport } from '../lib/cli-import.js';
 import { fmt, formatTable } from '../lib/table.js';
+import { insightsQuery } from './insights.js';
+import { STOREFRONT_QUERY } from './storefront.js';
 
-const TARGETS = { ratio: 2, purgeWriteRatio: 0.8, emptyPurgeMs: 20, importSeconds: 120, importRssMiB: 200 };
+const TARGETS = { ratio: 2, purgeWriteRatio: 0.8, emptyPurgeMs: 20, importSeconds: 120, importRssMiB: 200, writeRatio: 1.5, refundP99Ms: 50, insightsP99Ms: 100, lookupMultiple: 2 };
 /** What one request may spend on its samples at one size: a request taking seconds gets fewer than `samples`. */
 const TIME_BUDGET_MS = 8_000;
 const MIN_SAMPLES = 5;
@@ -45,6 +49,8 @@ type Targets = {
   /** A failed delivery (three attempts), the oldest. */
   deliveryId: string;
   subscriptionId: string;
+  /** The 5-point reward (redemptions of it). */
+  rewardId: string;
   cursors: { activities: string; discountCodes: string; referees: string; customers: string; customersM: string; deliveries: string };
 };
 
@@ -55,6 +61,13 @@ type Call = { method: 'GET' | 'POST'; path: string; body?: unknown; headers?: Re
  * would be the slowest of ten.
  */
 const FIXED_LIMIT_MULTIPLIER = '1000';
+/** The writes part's 8 connections on one shop, and its storefront tokens, are never refused either. */
+const SERVER_ENV = {
+  RATE_LIMIT_FIXED_MULTIPLIER: FIXED_LIMIT_MULTIPLIER,
+  RATE_LIMIT_PER_MINUTE: '100000000',
+  STOREFRONT_RATE_PER_CUSTOMER: '1000000000',
+  STOREFRONT_RATE_PER_IP: '1000000000',
+};
 
 type Probe = {
   name: string;
@@ -234,6 +247,7 @@ async function targetsOf(db: ScaleDatabase): Promise<Targets> {
       )
     ).rows[0]!;
     const failed = (await client.query<{ id: string }>("select id from webhook_deliveries where shop_id = $1 and status = 'failed' order by created_at limit 1", [shop])).rows[0]!;
+    const reward = (await client.query<{ id: string }>('select id from points_redemptions where shop_id = $1 and reward_value = 5', [shop])).rows[0]!;
     return {
       size: facts.size,
       heavy: String(FIRST_SHOPIFY_ID + ROLES.heavy),
@@ -242,6 +256,7 @@ async function targetsOf(db: ScaleDatabase): Promise<Targets> {
       ordinaryEmail: ordinary.email.toUpperCase(),
       deliveryId: failed.id,
       subscriptionId: facts.subscriptions.customers,
+      rewardId: reward.id,
       cursors: { activities, discountCodes, referees, customers, customersM, deliveries: encodeTimeCursor(delivery) },
     };
   } finally {
@@ -321,6 +336,230 @@ async function runLists(sides: Record<ScaleSize, Side>, samples: number): Promis
   }
   const table = formatTable(['request (LARGE | SMALL where they differ)', 'rows', 'samples', 'SMALL p50', 'SMALL p99', 'LARGE p50', 'LARGE p99', 'p50 ratio', 'p99 ratio', ''], rows);
   return { table, over, failed };
+}
+
+// --- writes and the engine's per-customer reads (issue 38) ------------------------------------------
+
+/** Connections of the writes part: the issue's measure. */
+const WRITE_CONNECTIONS = 8;
+const WRITE_ROUNDS = 4;
+const WRITE_ROUND_SEC = 3;
+/** Refunds take $2 at a time from the history customer's oldest orders (at LARGE the oldest 1,000 of 5,000, at SMALL all 100). */
+const REFUND_ORDERS = { large: 1_000, small: HISTORY.small.orders } as const;
+/** Added to the history customer's balance before the part, so its deductions never run out. */
+const HISTORY_TOP_UP = 200_000;
+const STOREFRONT_TOKENS = 200;
+
+type WriteProbe = {
+  name: string;
+  connections: number;
+  load: (side: WriteSide) => Omit<HttpLoad, 'amount' | 'connections'>;
+};
+type WriteSide = Side & { db: ScaleDatabase; customers: number; tokens: string[]; refunded: Map<string, number> };
+
+/**
+ * points/add also on the same 1,000 customers at both sizes: SMALL's writes are soon all a
+ * customer's second of the day, LARGE's random ones nearly all a first (a new active-member marker
+ * and tier day, pages not yet read): this variant shows what the tables' size alone costs.
+ */
+const SAME_POOL = 1_000;
+const randomCustomer = (side: WriteSide, pool = side.customers) => String(FIRST_SHOPIFY_ID + 1 + Math.floor(Math.random() * (Math.min(pool, side.customers) - 1)));
+const json = (side: WriteSide) => ({ 'content-type': 'application/json', authorization: `Bearer ${side.apiKey}` });
+
+/** $2 more refunded on the next of the oldest orders, round robin: every request a real change, each clawing back points. */
+function refunds(side: WriteSide): Pick<HttpLoad, 'method' | 'body' | 'path'> {
+  const orders = [...side.refunded.keys()];
+  let next = 0;
+  let current = orders[0]!;
+  return {
+    method: 'PUT',
+    body: () => {
+      current = orders[next++ % orders.length]!;
+      const cents = side.refunded.get(current)! + 200;
+      side.refunded.set(current, cents);
+      // Two requests for one order may cross (8 connections round 100 orders at SMALL): the later state wins by its time.
+      return JSON.stringify({ ...historyOrder((cents / 100).toFixed(2)), sourceUpdatedAt: new Date().toISOString() });
+    },
+    path: () => `/rest-api/v1/orders/${current}`,
+  };
+}
+
+const WRITE_PROBES = {
+  pointsAdd: {
+    name: 'REST POST /points/add (random customers)',
+    connections: WRITE_CONNECTIONS,
+    load: (side) => ({ url: `${side.server.url}/rest-api/v1/points/add`, headers: json(side), body: () => JSON.stringify({ customerIdentifier: randomCustomer(side), amount: 15 }) }),
+  },
+  pointsAddFew: {
+    name: 'REST POST /points/add (customers 1 to 1,000 at both sizes)',
+    connections: WRITE_CONNECTIONS,
+    load: (side) => ({ url: `${side.server.url}/rest-api/v1/points/add`, headers: json(side), body: () => JSON.stringify({ customerIdentifier: randomCustomer(side, SAME_POOL), amount: 15 }) }),
+  },
+  refund: {
+    name: 'REST PUT /orders: $2 more refunded, history customer',
+    connections: WRITE_CONNECTIONS,
+    load: (side) => ({ url: `${side.server.url}/rest-api/v1/orders/x`, headers: json(side), ...refunds(side) }),
+  },
+  refundIdle: {
+    name: 'the same, 1 connection (an idle server)',
+    connections: 1,
+    load: (side) => ({ url: `${side.server.url}/rest-api/v1/orders/x`, headers: json(side), ...refunds(side) }),
+  },
+  substract: {
+    name: 'REST POST /points/substract 1, history customer',
+    connections: WRITE_CONNECTIONS,
+    load: (side) => ({ url: `${side.server.url}/rest-api/v1/points/substract`, headers: json(side), body: () => JSON.stringify({ customerIdentifier: HISTORY.customer, amount: 1 }) }),
+  },
+  redeem: {
+    name: 'REST POST /pointsRedemptions (5 points), history customer',
+    connections: WRITE_CONNECTIONS,
+    load: (side) => ({
+      url: `${side.server.url}/rest-api/v1/pointsRedemptions`,
+      headers: json(side),
+      body: () => JSON.stringify({ customerIdentifier: HISTORY.customer, pointsAmount: 5, rewardId: side.targets.rewardId }),
+    }),
+  },
+  insights: {
+    name: 'GQL shop { insights } 90 days, 8 readers',
+    connections: WRITE_CONNECTIONS,
+    load: (side) => {
+      const to = new Date();
+      const variables = { from: new Date(to.getTime() - 90 * DAY_MS).toISOString(), to: to.toISOString() };
+      return { url: `${side.server.url}/graphql`, headers: json(side), body: () => JSON.stringify({ query: insightsQuery(false), variables }) };
+    },
+  },
+  plain: {
+    name: 'GQL customer { _id points } (a plain lookup)',
+    connections: WRITE_CONNECTIONS,
+    load: (side) => ({
+      url: `${side.server.url}/graphql`,
+      headers: json(side),
+      body: () => JSON.stringify({ query: 'query($id: String!) { customer(identifier: $id) { _id points } }', variables: { id: randomCustomer(side) } }),
+    }),
+  },
+  tier: {
+    name: 'REST GET /vip/tiers/customer',
+    connections: WRITE_CONNECTIONS,
+    load: (side) => ({
+      url: `${side.server.url}/rest-api/v1/vip/tiers/customer`,
+      method: 'GET',
+      headers: { authorization: `Bearer ${side.apiKey}` },
+      path: () => `/rest-api/v1/vip/tiers/customer${query({ customerIdentifier: randomCustomer(side) })}`,
+    }),
+  },
+  storefront: {
+    name: 'storefront me { tier, progress } + rewards',
+    connections: WRITE_CONNECTIONS,
+    load: (side) => ({
+      url: `${side.server.url}/storefront/graphql`,
+      headers: { 'content-type': 'application/json' },
+      body: () => JSON.stringify({ query: STOREFRONT_QUERY }),
+      signed: () => ({ authorization: `Bearer ${side.tokens[Math.floor(Math.random() * side.tokens.length)]}` }),
+    }),
+  },
+} satisfies Record<string, WriteProbe>;
+
+/**
+ * A shop's steady state: what the writes touch at random (customers, their tiers and lots, the
+ * ledger's and the markers' indexes) in PostgreSQL's buffers, as a server sized by
+ * docs/operations.md holds them after a while, not read in by the first turns. With pg_prewarm
+ * (PostgreSQL's contrib) when the server has it; without, the turns warm them up themselves.
+ */
+async function prewarm(client: pg.Client): Promise<void> {
+  try {
+    await client.query('create extension if not exists pg_prewarm');
+  } catch {
+    return;
+  }
+  await client.query(`
+    select sum(pg_prewarm(c.oid)) from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = 'public' and (c.relname in ('customers', 'tier_members', 'tier_metric_totals', 'point_lots')
+      or (c.relkind = 'i' and (c.relname like 'customers%' or c.relname = 'activities_pkey' or c.relname like 'tier\_%'
+        or c.relname like 'point\_lots%' or c.relname like 'insight\_active\_days%')))`);
+}
+
+/** What the writes part needs beyond the lists' targets: tokens, the history customer's refunds so far. */
+async function writeSide(side: Side, db: ScaleDatabase): Promise<WriteSide> {
+  const client = await connect(db.url);
+  const refunded = new Map<string, number>();
+  try {
+    // Every shop's subscriptions (the neighbours' too) have secrets written unsealable (see
+    // scale-data.ts), and this part makes events they match (redemptions): disabled, so the worker
+    // attempts nothing beside the load and logs no error at each attempt.
+    await client.query("update webhook_subscriptions set status = 'disabled', disabled_reason = 'scale bench: secret not sealed' where status <> 'disabled'");
+    await client.query("update webhook_deliveries set status = 'cancelled' where status in ('pending', 'retrying')");
+    await prewarm(client);
+    const { rows } = await client.query<{ order_id: string; refunded_minor: string }>(
+      `select o.order_id, o.refunded_minor from orders o join customers c on c.id = o.customer_id
+       where c.shop_id = $1 and c.shopify_customer_id = $2 order by o.seq limit $3`,
+      [db.facts.shopId, HISTORY.customer, REFUND_ORDERS[db.facts.size]],
+    );
+    for (const r of rows) refunded.set(r.order_id, Number(r.refunded_minor));
+  } finally {
+    await client.end();
+  }
+  const { db: kysely, close } = await openDatabase({ url: db.url, poolSize: 2 });
+  const tokens: string[] = [];
+  try {
+    await changePoints(kysely, db.facts.shopId, 'add', { customerIdentifier: HISTORY.customer, amount: HISTORY_TOP_UP });
+    for (let i = 0; i < STOREFRONT_TOKENS; i++) {
+      const customers = db.facts.shape.customers;
+      const customerIdentifier = String(FIRST_SHOPIFY_ID + 1 + Math.floor(Math.random() * (customers - 1)));
+      tokens.push((await createCustomerAccessToken(kysely, db.facts.shopId, { customerIdentifier, expiresInSeconds: 86_400 })).accessToken);
+    }
+  } finally {
+    await close();
+  }
+  return { ...side, db, customers: db.facts.shape.customers, tokens, refunded };
+}
+
+/** Each request at both sizes at its connections, SMALL and LARGE taking turns; p50/p99 and the ratios, and the issue's targets. */
+async function runWrites(sides: Record<ScaleSize, WriteSide>): Promise<{ table: string; targets: string; missed: number }> {
+  const rows: Array<Array<string | number>> = [];
+  const measured = new Map<string, Record<ScaleSize, { p50: number; p99: number }>>();
+  for (const probe of Object.values(WRITE_PROBES)) {
+    const loads = {
+      small: { ...probe.load(sides.small), connections: probe.connections },
+      large: { ...probe.load(sides.large), connections: probe.connections },
+    };
+    const rates = { small: (await warmUp(loads.small, 1)).rate, large: (await warmUp(loads.large, 1)).rate };
+    process.stdout.write(`  ${probe.name}\n`);
+    const turns = await inTurns(loads, rates, { rounds: WRITE_ROUNDS, roundSec: WRITE_ROUND_SEC });
+    const small = combine(turns.small);
+    const large = combine(turns.large);
+    const failed = small.failed + large.failed;
+    measured.set(probe.name, { small, large });
+    const p99 = large.p99 / small.p99;
+    rows.push([probe.name, probe.connections, small.ok + large.ok, fmt.ms(small.p50), fmt.ms(small.p99), fmt.ms(large.p50), fmt.ms(large.p99), fmt.ratio(large.p50 / small.p50), fmt.ratio(p99),
+      [p99 > TARGETS.writeRatio ? `> ${TARGETS.writeRatio}` : '', failed ? `${failed} FAILED: ${small.failures ?? ''} ${large.failures ?? ''}` : ''].filter(Boolean).join(', ')]);
+  }
+  const table = formatTable(['request', 'conns', 'answers', 'SMALL p50', 'SMALL p99', 'LARGE p50', 'LARGE p99', 'p50 ratio', 'p99 ratio', ''], rows);
+  const at = (probe: WriteProbe) => measured.get(probe.name)!;
+  const ratio = (probe: WriteProbe) => at(probe).large.p99 / at(probe).small.p99;
+  const p = WRITE_PROBES;
+  const checks: Array<[string, number, string]> = [
+    ['points/add p99 LARGE / SMALL', ratio(p.pointsAdd), `<= ${TARGETS.writeRatio}`],
+    ['points/add p99 LARGE / SMALL, the same 1,000 customers', ratio(p.pointsAddFew), `<= ${TARGETS.writeRatio}`],
+    ['refund p99 LARGE / SMALL, 8 connections', ratio(p.refund), `<= ${TARGETS.writeRatio}`],
+    ['refund p99 at LARGE, 1 connection (ms)', at(p.refundIdle).large.p99, `< ${TARGETS.refundP99Ms}`],
+    ['refund p99 LARGE / SMALL, 1 connection', ratio(p.refundIdle), `<= ${TARGETS.writeRatio}`],
+    ['substract p99 LARGE / SMALL', ratio(p.substract), `<= ${TARGETS.writeRatio}`],
+    ['redemption p99 LARGE / SMALL', ratio(p.redeem), `<= ${TARGETS.writeRatio}`],
+    ['insights p99 at LARGE, 8 readers (ms)', at(p.insights).large.p99, `< ${TARGETS.insightsP99Ms}`],
+    ['insights p99 LARGE / SMALL', ratio(p.insights), `<= ${TARGETS.writeRatio}`],
+    ['tier lookup p50 / plain lookup p50, LARGE', at(p.tier).large.p50 / at(p.plain).large.p50, `<= ${TARGETS.lookupMultiple}`],
+    ['tier lookup p50 / plain lookup p50, SMALL', at(p.tier).small.p50 / at(p.plain).small.p50, `<= ${TARGETS.lookupMultiple}`],
+    ['storefront me p50 / plain lookup p50, LARGE', at(p.storefront).large.p50 / at(p.plain).large.p50, `<= ${TARGETS.lookupMultiple}`],
+    ['storefront me p50 / plain lookup p50, SMALL', at(p.storefront).small.p50 / at(p.plain).small.p50, `<= ${TARGETS.lookupMultiple}`],
+  ];
+  let missed = 0;
+  const targetRows = checks.map(([name, value, target]) => {
+    const [op, bound] = target.split(' ') as ['<=' | '<', string];
+    const met = op === '<' ? value < Number(bound) : value <= Number(bound);
+    if (!met) missed++;
+    return [name, name.endsWith('(ms)') ? fmt.ms(value) : fmt.ratio(value), target, met ? 'met' : 'MISSED'];
+  });
+  return { table, targets: formatTable(['target', 'measured', 'bound', ''], targetRows), missed };
 }
 
 // --- purges --------------------------------------------------------------------------------------
@@ -557,10 +796,10 @@ async function run(options: BenchOptions): Promise<boolean> {
   const dbs: Record<ScaleSize, ScaleDatabase> = { large, small };
   const sides: Partial<Record<ScaleSize, Side>> = {};
   try {
-    if (scale.parts.has('lists') || scale.parts.has('purge')) {
+    if (scale.parts.has('lists') || scale.parts.has('purge') || scale.parts.has('writes')) {
       for (const size of ['large', 'small'] as const) {
         const db = dbs[size];
-        const server = await startServer({ databaseUrl: db.url, env: { RATE_LIMIT_FIXED_MULTIPLIER: FIXED_LIMIT_MULTIPLIER } });
+        const server = await startServer({ databaseUrl: db.url, env: SERVER_ENV });
         sides[size] = { server, pool: new Pool(server.url, { connections: 16 }), apiKey: db.facts.apiKey, targets: await targetsOf(db) };
       }
     }
@@ -573,6 +812,19 @@ async function run(options: BenchOptions): Promise<boolean> {
         'rows: what the answer holds (edges at every depth for GraphQL); "> 2": a LARGE/SMALL ratio over the target of 2',
         lists.table,
         `p99 ratio over ${TARGETS.ratio}: ${lists.over} of ${PROBES.length} requests${lists.failed ? `; ${lists.failed} FAILED` : ''}`,
+      );
+    }
+    if (scale.parts.has('writes')) {
+      const writeSides = { large: await writeSide(sides.large!, large), small: await writeSide(sides.small!, small) };
+      const writes = await runWrites(writeSides);
+      ok = writes.missed === 0 && ok;
+      report.push(
+        '',
+        `writes and the engine's per-customer reads, ${WRITE_ROUNDS} rounds of ${WRITE_ROUND_SEC} s, SMALL and LARGE taking turns (a warm-up of 1 s each first);`,
+        `the history customer: ${HISTORY.large.orders} orders and ${HISTORY.large.orders * (1 + HISTORY.creditsPerOrder)} ledger entries at LARGE, ${HISTORY.small.orders} and ${HISTORY.small.orders * (1 + HISTORY.creditsPerOrder)} at SMALL`,
+        writes.table,
+        '',
+        writes.targets,
       );
     }
     if (scale.parts.has('purge')) {

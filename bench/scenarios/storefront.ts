@@ -21,7 +21,8 @@ const REWARDS = 10;
 
 const FIELDS = 'points pendingPoints tier { tier { name multiplier } } tierProgress { current next { name threshold } remaining }';
 const REWARD_FIELDS = 'edges { node { _id name rewardValue redeemable } }';
-const STOREFRONT_QUERY = `{ me { ${FIELDS} } rewards(first: ${REWARDS}) { ${REWARD_FIELDS} } }`;
+/** The widget's first view (the scale bench sends it too). */
+export const STOREFRONT_QUERY = `{ me { ${FIELDS} } rewards(first: ${REWARDS}) { ${REWARD_FIELDS} } }`;
 const ADMIN_QUERY = `query($id: String!) { customer(identifier: $id) { ${FIELDS} } pointsRedemptions(customerIdentifier: $id, first: ${REWARDS}) { ${REWARD_FIELDS} } }`;
 
 async function seed(url: string, customers: number) {

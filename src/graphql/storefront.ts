@@ -1,3 +1,4 @@
+import { createContextCache } from '@pothos/core';
 import { pipe, Repeater } from 'graphql-yoga';
 import type { DB } from '../db/database.js';
 import { type Customer as CustomerShape, getCustomer, isTokenLive, toCustomer, type TokenHolder } from '../domain/customers/index.js';
@@ -11,6 +12,8 @@ import { PointsRedeemPayload } from './discount-code.js';
 import { EarningRule } from './earning-rule.js';
 import { PointsRedemptionConnection } from './redemption.js';
 import { ReferralCodeCreatePayload } from './referral.js';
+import { selectsAny } from './selections.js';
+import { preloadStanding } from './tier.js';
 import { withUserErrors } from './user-errors.js';
 
 /**
@@ -21,6 +24,18 @@ import { withUserErrors } from './user-errors.js';
 const STOREFRONT_ONLY = { subGraphs: ['storefront' as const] };
 
 const me = (ctx: GraphQLContext) => ({ id: tokenHolder(ctx).customerId });
+
+/**
+ * The token's customer for the root fields that ask for it (`me`, and the balance `rewards` judges
+ * by): over HTTP the record the token's read found; over a socket read once per operation, started
+ * by the first field. Only query fields use it; a subscription reads the customer at each event.
+ */
+const tokenCustomers = createContextCache((_ctx: GraphQLContext) => ({ read: undefined as Promise<CustomerShape> | undefined }));
+function tokenCustomer(ctx: GraphQLContext): Promise<CustomerShape> {
+  const cached = tokenCustomers(ctx);
+  cached.read ??= ctx.tokenCustomer ? Promise.resolve(ctx.tokenCustomer) : getCustomer(ctx.db, ctx.shop.id, me(ctx)).then(toCustomer);
+  return cached.read;
+}
 
 const EarningRuleEligibility = builder.objectRef<RuleEligibility>('EarningRuleEligibility').implement({
   subGraphs: ['storefront'],
@@ -38,7 +53,11 @@ builder.queryFields((t) => ({
     ...STOREFRONT_ONLY,
     type: Customer,
     description: 'The customer of the access token.',
-    resolve: async (_root, _args, ctx) => toCustomer(await getCustomer(ctx.db, ctx.shop.id, me(ctx))),
+    // The token names the customer, so the tier reads need not wait for the row: one round for the first view.
+    resolve: async (_root, _args, ctx, info) => {
+      const standing = selectsAny(info, ['tier', 'tierProgress']) ? preloadStanding(ctx, me(ctx).id) : undefined;
+      return { ...(await tokenCustomer(ctx)), standing };
+    },
   }),
   rewards: t.field({
     ...STOREFRONT_ONLY,
@@ -46,7 +65,7 @@ builder.queryFields((t) => ({
     description: 'The shop\'s rewards by sortIndex, `redeemable` for this customer (active, affordable).',
     args: PAGE_ARGS,
     resolve: async (_root, args, ctx) =>
-      toConnection(await listPointsRedemptions(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), customerIdentifier: me(ctx) })),
+      toConnection(await listPointsRedemptions(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), balance: tokenCustomer(ctx).then((c) => c.points) })),
   }),
   waysToEarn: t.field({
     ...STOREFRONT_ONLY,

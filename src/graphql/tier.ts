@@ -1,9 +1,12 @@
+import { createContextCache } from '@pothos/core';
+import DataLoader from 'dataloader';
 import {
-  clearTierOverride, createTier, type CustomerTier as CustomerTierShape, customerTiers, deleteTier, listTiers, overrideTier, type Tier as TierShape, TIER_METRICS, TIER_WINDOWS,
-  type TierOverride as TierOverrideShape, type TierOverrideResult, tierOverrides, tierProgress, type TierProgress as TierProgressShape, type TierSettings as TierSettingsShape, updateTier,
+  clearTierOverride, createTier, type CustomerTier as CustomerTierShape, deleteTier, listTiers, overrideTier, type Tier as TierShape, TIER_METRICS, TIER_WINDOWS,
+  type TierOverride as TierOverrideShape, type TierOverrideResult, tierOverrides, type TierProgress as TierProgressShape, type TierSettings as TierSettingsShape,
+  type TierStanding, tierStandings, updateTier,
 } from '../domain/program/index.js';
-import { actorOf, BATCH_ONLY, builder, STOREFRONT } from './builder.js';
-import { Customer } from './customer.js';
+import { actorOf, BATCH_ONLY, builder, type GraphQLContext, STOREFRONT } from './builder.js';
+import { Customer, type CustomerNode } from './customer.js';
 import { deletePayload, UserError, type UserErrorShape, withUserErrors } from './user-errors.js';
 
 const TierMetric = builder.enumType('TierMetric', {
@@ -86,6 +89,27 @@ const TierOverride = builder.objectRef<TierOverrideShape>('TierOverride').implem
   }),
 });
 
+/**
+ * A customer's tier and progress come from one loader: both fields of every customer in a
+ * response ask in the same batch, so together they cost one read.
+ */
+const standings = createContextCache(
+  (ctx: GraphQLContext) => new DataLoader((customerIds: readonly string[]) => tierStandings(ctx.db, ctx.shop.id, customerIds), BATCH_ONLY),
+);
+const standingOf = (customer: CustomerNode, ctx: GraphQLContext) => customer.standing ?? standings(ctx).load(customer._id);
+
+/**
+ * Starts reading a customer's standing before the customer's row has come back (the storefront's
+ * `me` knows the id from the token), so the first view is one round. A parent that starts it must
+ * have its fields asking for it: the rejection is left to them.
+ */
+export function preloadStanding(ctx: GraphQLContext, customerId: string): Promise<TierStanding> {
+  // Read now, not through the loader: its batch would wait a tick, past an embedded database's answers.
+  const standing = tierStandings(ctx.db, ctx.shop.id, [customerId]).then(([one]) => one!);
+  standing.catch(() => {});
+  return standing;
+}
+
 builder.objectFields(Customer, (t) => ({
   tierOverride: t.loadable({
     subGraphs: ['admin'],
@@ -96,20 +120,16 @@ builder.objectFields(Customer, (t) => ({
     load: (customerIds: string[], ctx) => tierOverrides(ctx.db, ctx.shop.id, customerIds),
     resolve: (customer) => customer._id,
   }),
-  tier: t.loadable({
+  tier: t.field({
     type: CustomerTier,
     nullable: true,
     description: 'The VIP tier the customer holds; null: none.',
-    loaderOptions: BATCH_ONLY,
-    load: (customerIds: string[], ctx) => customerTiers(ctx.db, ctx.shop.id, customerIds),
-    resolve: (customer) => customer._id,
+    resolve: async (customer, _args, ctx) => (await standingOf(customer, ctx)).held,
   }),
-  tierProgress: t.loadable({
+  tierProgress: t.field({
     type: TierProgress,
     description: 'The metric now, the next tier and what it takes to reach it.',
-    loaderOptions: BATCH_ONLY,
-    load: (customerIds: string[], ctx) => tierProgress(ctx.db, ctx.shop.id, customerIds),
-    resolve: (customer) => customer._id,
+    resolve: async (customer, _args, ctx) => (await standingOf(customer, ctx)).progress,
   }),
 }));
 

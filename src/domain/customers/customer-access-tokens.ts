@@ -67,8 +67,11 @@ export async function revokeCustomerAccessTokens(db: DB, shopId: string, input: 
   });
 }
 
-/** A token's holder with its shop, as one query reads them for each storefront request. */
-export type StorefrontIdentity = { holder: TokenHolder; shop: Shop; storefrontOrigins: string[] };
+/**
+ * A token's holder with its shop and the customer's record, as one query reads them for each
+ * storefront request (the record is as of that read: for that request only, never a socket's life).
+ */
+export type StorefrontIdentity = { holder: TokenHolder; shop: Shop; storefrontOrigins: string[]; customer: Customer };
 
 /** The shop and customer a token speaks for, or null when it is malformed, unknown, forged, revoked or expired. */
 export async function authenticateCustomerToken(db: Queryable, token: string, now = new Date()): Promise<StorefrontIdentity | null> {
@@ -77,16 +80,23 @@ export async function authenticateCustomerToken(db: Queryable, token: string, no
   const row = await db
     .selectFrom('customer_access_tokens as t')
     .innerJoin('shops as s', 's.id', 't.shop_id')
-    .select(['t.id', 't.shop_id', 't.customer_id', 't.token_hash', 't.expires_at', 't.revoked_at', 's.name', 's.created_at', 's.storefront_origins'])
+    .innerJoin('customers as c', 'c.id', 't.customer_id')
+    .selectAll('c')
+    .select([
+      't.id as token_id', 't.shop_id as token_shop_id', 't.token_hash', 't.expires_at as token_expires_at', 't.revoked_at as token_revoked_at',
+      's.name as shop_name', 's.created_at as shop_created_at', 's.storefront_origins',
+    ])
     .where('t.prefix', '=', match[1]!)
     .executeTakeFirst();
   // Compare hashes in constant time, and do the comparison even when no row matched.
   const equal = timingSafeEqual(row ? Buffer.from(row.token_hash, 'hex') : NO_MATCH, sha256(token));
-  if (!row || !equal || row.revoked_at || row.expires_at <= now) return null;
+  if (!row || !equal || row.token_revoked_at || row.token_expires_at <= now) return null;
+  const { token_id, token_shop_id, token_hash, token_expires_at, token_revoked_at, shop_name, shop_created_at, storefront_origins, ...customer } = row;
   return {
-    holder: { tokenId: row.id, shopId: row.shop_id, customerId: row.customer_id, expiresAt: row.expires_at },
-    shop: { id: row.shop_id, name: row.name, createdAt: row.created_at },
-    storefrontOrigins: row.storefront_origins,
+    holder: { tokenId: token_id, shopId: token_shop_id, customerId: customer.id, expiresAt: token_expires_at },
+    shop: { id: token_shop_id, name: shop_name, createdAt: shop_created_at },
+    storefrontOrigins: storefront_origins,
+    customer: toCustomer(customer),
   };
 }
 

@@ -21,5 +21,5 @@ export {
 export {
   changeTierSettings, createTier, type CustomerTier, customerTiers, customerTierStatus, deleteTier, listTiers,
   type Tier, TIER_METRICS, TIER_WINDOWS, tierEvaluation, type TierOverride, tierOverrides, type TierProgress,
-  tierProgress, type TierSettings, tierSettingsSchema, updateTier,
+  type TierSettings, type TierStanding, tierStandings, tierSettingsSchema, updateTier,
 } from './tiers.js';

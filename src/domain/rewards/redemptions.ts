@@ -297,11 +297,10 @@ export async function pagePointsRedemptions(db: DB, shopId: string, query: unkno
 export async function listPointsRedemptions(
   db: Queryable,
   shopId: string,
-  args: PageArgs & { customerIdentifier?: CustomerKey | null | undefined },
+  /** `balance`: the customer's points, when the caller reads the customer anyway (the storefront's first view); else read by `customerIdentifier`. */
+  args: PageArgs & { customerIdentifier?: CustomerKey | null | undefined; balance?: Promise<number> },
 ): Promise<Page<PointsRedemption>> {
-  let balance: number | null = null;
   const who = typeof args.customerIdentifier === 'string' ? args.customerIdentifier.trim() : args.customerIdentifier;
-  if (who != null) balance = (await getCustomer(db, shopId, who)).points;
   let query = optionsOf(db, shopId);
   if (args.after) {
     const [position = '', id = ''] = decodeCursor(args.after, 2);
@@ -311,7 +310,11 @@ export async function listPointsRedemptions(
       eb.or([eb('sort_index', '>', sortIndex), eb.and([eb('sort_index', '=', sortIndex), eb('id', '>', id)])]),
     );
   }
-  const rows = await query.limit(args.first + 1).execute();
+  // The balance and the options at once: neither waits for the other.
+  const [balance, rows] = await Promise.all([
+    args.balance ?? (who == null ? null : getCustomer(db, shopId, who).then((c) => c.points)),
+    query.limit(args.first + 1).execute(),
+  ]);
   const now = new Date();
   return {
     items: rows.slice(0, args.first).map((row) => ({
