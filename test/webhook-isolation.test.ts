@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from '../src/db/transaction.js';
 import { recordEvents } from '../src/domain/kernel/events.js';
+import { createLogger } from '../src/logger.js';
 import type { Resolver } from '../src/webhooks/url-policy.js';
 import { startTestApp, type TestApp } from './helpers.js';
 import { type ReceivedRequest, type Receiver, startReceiver } from './webhook-receiver.js';
@@ -22,6 +23,8 @@ const resolveHost: Resolver = async (hostname) => {
 let t: TestApp;
 let receiver: Receiver;
 const held: Array<() => void> = [];
+/** What the server logged at error level (the worker's complaint about a secret it cannot open). */
+const errors: Array<{ msg: string; subscriptionId?: string; err?: { message: string } }> = [];
 
 beforeAll(async () => {
   receiver = await startReceiver((_req, res, received) => {
@@ -35,7 +38,10 @@ beforeAll(async () => {
       WEBHOOK_ALLOWED_HOSTS: 'localhost',
       ...(REDIS_URL ? { REDIS_URL, REDIS_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}:` } : {}),
     },
-    { resolveHost },
+    {
+      resolveHost,
+      logger: createLogger('error', { write: (line: string) => void errors.push(JSON.parse(line)) }),
+    },
   );
 });
 afterAll(async () => {
@@ -144,4 +150,33 @@ describe('a hung endpoint with a backlog delays only itself', () => {
       .executeTakeFirstOrThrow();
     expect(Number(waiting.n)).toBeGreaterThanOrEqual(BACKLOG - 100);
   }, 120_000);
+});
+
+describe('a subscription whose signing secret cannot be opened', () => {
+  it("holds up no other subscription's deliveries, and its own wait for an instance that can sign them", async () => {
+    const c = await t.shop('Shop C (a damaged secret)');
+    const d = await t.shop('Shop D');
+    const broken = await subscribe(c.apiKey, '/c-broken');
+    await subscribe(d.apiKey, '/d');
+    const db = t.app.database.db;
+    // As if sealed with another SECRETS_KEY: a well-formed box this instance's key cannot open.
+    await db.updateTable('webhook_secrets').set({ sealed_secret: `v1:${randomBytes(40).toString('base64url')}` }).where('subscription_id', '=', broken).execute();
+
+    const events = 20;
+    for (const shop of [c, d]) {
+      await inTransaction(db, (trx) =>
+        recordEvents(trx, shop.shopId, Array.from({ length: events }, (_, i) => ({ type: 'points/added' as const, data: { _id: `secret-${i}`, newPoints: i } }))),
+      );
+    }
+    await until(() => arrivals('/d').length >= events, 20_000, "shop D's deliveries");
+    // C's claims went back untried, due again later: no attempt, nothing failed, nothing sent.
+    await until(() => errors.some((e) => e.subscriptionId === broken), 10_000, 'the error logged');
+    const rows = await db.selectFrom('webhook_deliveries').select(['status', 'attempt_count', 'due_at']).where('subscription_id', '=', broken).execute();
+    expect(rows).toHaveLength(events);
+    expect(arrivals('/c-broken')).toEqual([]);
+    expect(rows.every((r) => r.attempt_count === 0 && (r.status === 'pending' || r.status === 'sending'))).toBe(true);
+    const logged = errors.find((e) => e.subscriptionId === broken)!;
+    expect(logged.err?.message).toMatch(/sealed with another key/);
+    expect(arrivals('/d')).toHaveLength(events);
+  }, 60_000);
 });

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { cancelDiscountCode, codeExpiry, codeWarnings } from '../src/domain/codes/index.js';
-import { eraseCustomer } from '../src/domain/data-rights/index.js';
+import { inTransaction } from '../src/db/transaction.js';
+import { answerShopifyCompliance, eraseCustomer } from '../src/domain/data-rights/index.js';
 import { EVENT_TOPICS } from '../src/domain/kernel/events.js';
 import { newId } from '../src/domain/kernel/ids.js';
 import { pendingRelease } from '../src/domain/ledger/pending-release.js';
@@ -344,6 +345,9 @@ describe('every topic is delivered, data being the resource after the change', (
     // A customer erased on request (customers/erased).
     await upsertCustomer(handle.db, shop.id, { shopifyCustomerId: 'gone', email: 'gone@example.com' });
     const { customer: gone } = await eraseCustomer(handle.db, shop.id, { customerIdentifier: 'gone' });
+    // Shopify asking for a customer's data (customers/data_requested).
+    const dataRequest = { topic: 'customers/data_request' as const, customer: { id: 'vip', email: null }, orders: [], dataRequestId: '9999' };
+    await inTransaction(handle.db, (trx) => answerShopifyCompliance(trx, shop.id, dataRequest, new Date(), 7));
     while ((await relay.relayBatch()) > 0);
     await w.drain();
 
@@ -356,6 +360,7 @@ describe('every topic is delivered, data being the resource after the change', (
     expect(byType.get('customers/updated').data).toMatchObject({ shopifyCustomerId: 'ref-1', email: 'ref-1b@example.com' });
     expect(byType.get('points/subtracted').data).toMatchObject({ type: 'subtract_points', oldPoints: 500, newPoints: 400 });
     expect(byType.get('customers/erased').data).toEqual({ customer: gone._id, erasedAt: expect.any(String) });
+    expect(byType.get('customers/data_requested').data).toEqual({ customer: expect.any(String), complianceRequest: expect.any(String), shopifyDataRequestId: '9999' });
     expect(byType.get('points/updated').data).toMatchObject({ newPoints: 300 });
     // Deliveries run concurrently: they arrive in any order.
     const codeEvents = (type: string) => received.filter((e) => e.type === type).map((e) => [e.data.code, e.data.status]);

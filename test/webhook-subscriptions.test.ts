@@ -98,6 +98,7 @@ describe('GET /webhooks/topics', () => {
       'customers/created',
       'customers/updated',
       'customers/erased',
+      'customers/data_requested',
       'points/added',
       'points/subtracted',
       'points/updated',

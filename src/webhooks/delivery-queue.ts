@@ -275,15 +275,15 @@ export async function cancelClaimed(db: DB, claimed: ClaimedDelivery, now: Date)
     .execute();
 }
 
-/** Gives unsent claims back (a worker stopping): due again at once, as they were before the claim. */
-export async function handBack(db: DB, claims: readonly ClaimedDelivery[], now: Date): Promise<void> {
+/** Gives unsent claims back (a worker stopping): due again at `dueAt` (at once), as they were before the claim. */
+export async function handBack(db: DB, claims: readonly ClaimedDelivery[], now: Date, dueAt = now): Promise<void> {
   for (const claimed of claims) {
     await db
       .updateTable('webhook_deliveries')
       .set({
         status: claimed.statusBeforeSend,
         replay_requested: sql`replay_requested or ${claimed.trigger === 'manual'}`,
-        due_at: now,
+        due_at: dueAt,
         lease_token: null,
         status_before_send: null,
         updated_at: now,

@@ -14,6 +14,9 @@ import { type AttemptOutcome, createSender, type Sender } from './sender.js';
 import { signedHeaders } from './signing.js';
 import type { UrlPolicy } from './url-policy.js';
 
+/** How long the claims of a subscription whose secret cannot be opened here wait before they are claimed again (and the error logged again). */
+const UNREADABLE_SECRET_RETRY_MS = 30_000;
+
 export type DeliveryWorkerOptions = {
   db: DB;
   logger: Logger;
@@ -111,16 +114,25 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     idle.wake();
   }
 
-  /** The current URL and signing secrets of each subscription, or nothing for a deleted one. */
+  /**
+   * The current URL and signing secrets of each subscription (nothing for a deleted one), and the
+   * subscriptions whose secrets this instance cannot open (sealed with another SECRETS_KEY, or
+   * damaged), with why.
+   */
   async function loadTargets(claims: readonly ClaimedDelivery[]) {
     const ids = [...new Set(claims.map((c) => c.subscriptionId))];
     const rows = await db.selectFrom('webhook_subscriptions').select(['id', 'callback_url']).where('id', 'in', ids).execute();
     const at = now();
     const targets = new Map<string, { url: string; secrets: string[] }>();
+    const unreadable = new Map<string, unknown>();
     for (const row of rows) {
-      targets.set(row.id, { url: row.callback_url, secrets: await validSigningSecrets({ db, secrets }, row.id, at) });
+      try {
+        targets.set(row.id, { url: row.callback_url, secrets: await validSigningSecrets({ db, secrets }, row.id, at) });
+      } catch (err) {
+        unreadable.set(row.id, err);
+      }
     }
-    return targets;
+    return { targets, unreadable };
   }
 
   function nextState(claimed: ClaimedDelivery, outcome: AttemptOutcome, at: number): DeliveryState {
@@ -189,14 +201,26 @@ export function createDeliveryWorker(options: DeliveryWorkerOptions): DeliveryWo
     if (limit <= 0) return 0;
     const claims = await claimDueDeliveries(db, { limit, now: now(), leaseMs, token: randomUUID(), maxInFlight });
     if (claims.length === 0) return 0;
-    let targets: Awaited<ReturnType<typeof loadTargets>>;
+    let loaded: Awaited<ReturnType<typeof loadTargets>>;
     try {
-      targets = await loadTargets(claims);
+      loaded = await loadTargets(claims);
     } catch (err) {
       await handBack(db, claims, now()).catch(() => {});
       throw err;
     }
+    const { targets, unreadable } = loaded;
+    // A subscription whose secret this instance cannot open gives its claims back (an instance
+    // with the right key may send them) and holds up no other subscription's deliveries.
+    const stuck = claims.filter((c) => unreadable.has(c.subscriptionId));
+    if (stuck.length) {
+      const at = now();
+      await handBack(db, stuck, at, new Date(at.getTime() + UNREADABLE_SECRET_RETRY_MS)).catch(() => {});
+      for (const [subscriptionId, err] of unreadable) {
+        logger.error({ err, subscriptionId }, 'cannot sign this webhook subscription\'s deliveries here; they are left for an instance that can');
+      }
+    }
     for (const claimed of claims) {
+      if (unreadable.has(claimed.subscriptionId)) continue;
       const target = targets.get(claimed.subscriptionId);
       track(target ? attempt(claimed, target) : cancelClaimed(db, claimed, now()), claimed);
     }
