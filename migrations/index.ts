@@ -36,6 +36,12 @@ import * as tierOverrides from './2026_11_27_026_tier_overrides.js';
 import * as auditLog from './2026_11_27_027_audit_log.js';
 import * as mail from './2026_11_27_028_mail.js';
 import * as customerErasure from './2026_11_28_032_customer_erasure.js';
+import * as shopDeletions from './2026_11_28_033_shop_deletions.js';
+import * as complianceRequests from './2026_11_28_034_compliance_requests.js';
+import * as mailTemplates from './2026_11_28_035_mail_templates.js';
+import * as lotDrawByIndex from './2026_11_28_037_lot_draw_by_index.js';
+import * as tierMetricTotals from './2026_11_28_038_tier_metric_totals.js';
+import * as activeMembersImports from './2026_11_28_040_active_members_imports.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -73,4 +79,10 @@ export const migrations: Record<string, Migration> = {
   '2026_11_27_027_audit_log': auditLog,
   '2026_11_27_028_mail': mail,
   '2026_11_28_032_customer_erasure': customerErasure,
+  '2026_11_28_033_shop_deletions': shopDeletions,
+  '2026_11_28_034_compliance_requests': complianceRequests,
+  '2026_11_28_035_mail_templates': mailTemplates,
+  '2026_11_28_037_lot_draw_by_index': lotDrawByIndex,
+  '2026_11_28_038_tier_metric_totals': tierMetricTotals,
+  '2026_11_28_040_active_members_imports': activeMembersImports,
 };

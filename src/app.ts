@@ -1,10 +1,11 @@
 import { createHmac } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import type { KyselyPlugin } from 'kysely';
 import type { Config } from './config.js';
 import { type DatabaseHandle, openDatabase } from './db/database.js';
 import { migrateToLatest } from './db/migrate.js';
-import type { PurgeOptions } from './db/purge.js';
+import { type PurgeOptions, vacuumPurged } from './db/purge.js';
 import { auditPurge } from './domain/audit/index.js';
 import { purgeExpiredCustomerAccessTokens } from './domain/customers/index.js';
 import { purgeExpiredStaffRecords } from './domain/staff/index.js';
@@ -13,7 +14,10 @@ import { compactInsights, purgeActiveMemberMarkers } from './domain/insights/ind
 import { purgeRelayedOutboxEvents } from './domain/kernel/index.js';
 import { pendingRelease, purgeExpiredIdempotencyKeys } from './domain/ledger/index.js';
 import { birthdayRun, expiryWarnings, pointExpiry, tierEvaluation, tierOverrideEnd } from './domain/program/index.js';
-import { purgeProcessedShopifyWebhooks, SHOPIFY_INBOX_RETENTION_DAYS, shopifyInbox, syncJobCounts } from './domain/shopify/index.js';
+import { createShopifyInbox, purgeProcessedShopifyWebhooks, SHOPIFY_INBOX_RETENTION_DAYS, syncJobCounts } from './domain/shopify/index.js';
+import { answerShopifyCompliance } from './domain/data-rights/index.js';
+import { shopDeletion } from './domain/shop-exit/index.js';
+import { mailQueueStats } from './domain/mail/index.js';
 import { createEventBus, type EventBus } from './events/bus.js';
 import { createOutboxRelay, type OutboxHandler } from './events/outbox-relay.js';
 import { createScheduler, type Scheduler } from './events/scheduler.js';
@@ -24,6 +28,7 @@ import { createRateLimiter, type RateLimiter } from './rate-limit/limiter.js';
 import { createStaffLimiter, type StaffLimiter } from './rate-limit/staff.js';
 import { createStorefrontLimiter, type StorefrontLimiter } from './rate-limit/storefront.js';
 import { createDeliveryWorker, type DeliveryWorker } from './webhooks/delivery-worker.js';
+import { purgeOldMail } from './domain/mail/index.js';
 import { createMailWorker, type MailWorker } from './mail/mail-worker.js';
 import { createShopifyAdmin } from './shopify-admin/connect.js';
 import { createShopifySyncWorker, type ShopifySyncWorker } from './shopify-admin/sync-worker.js';
@@ -53,6 +58,8 @@ export type AppOptions = {
   resolveHost?: Resolver;
   /** The clock (ms) of the rate limiter, of due work (pending points) and of staff sessions and links; tests move it by hand. */
   clock?: () => number;
+  /** Kysely plugins over every query of the app; tests watch the statements a request sends. */
+  databasePlugins?: KyselyPlugin[];
 };
 
 const HOUR = 60 * 60 * 1000;
@@ -65,6 +72,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     poolSize: config.databasePoolSize,
     maxWaiting: config.databasePoolMaxWaiting,
     acquireTimeoutMs: config.databasePoolAcquireTimeoutMs,
+    plugins: options.databasePlugins,
   });
   let http: Awaited<ReturnType<typeof createHttpServer>>;
   let rateLimiter: RateLimiter | undefined;
@@ -76,7 +84,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   let bus: EventBus | undefined;
   const scheduler = createScheduler({
     db: database.db,
-    kinds: [pendingRelease, shopifyInbox, birthdayRun, expiryWarnings, pointExpiry, codeWarnings, codeExpiry, tierEvaluation, tierOverrideEnd, auditPurge],
+    // Shopify's compliance webhooks are answered by data-rights, which sits above the connector.
+    kinds: [pendingRelease, createShopifyInbox((trx, shopId, request, now) => answerShopifyCompliance(trx, shopId, request, now, config.shopDeletionGraceDays)), birthdayRun, expiryWarnings, pointExpiry, codeWarnings, codeExpiry, tierEvaluation, tierOverrideEnd, auditPurge, shopDeletion],
     logger,
     now: () => new Date(options.clock?.() ?? Date.now()),
     onKindFailure: (kind) => metrics.dueWorkKindFailed(kind),
@@ -87,6 +96,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     dueWorkLag: () => scheduler.lag(),
     dueWorkFailures: () => scheduler.failures(),
     shopifySyncJobs: () => syncJobCounts(database.db),
+    mailQueue: () => mailQueueStats(database.db, new Date(options.clock?.() ?? Date.now())),
   });
   try {
     const applied = await migrateToLatest(database.db);
@@ -123,15 +133,21 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     });
     // Unsubscribe links are signed with a key of their own, derived from the secrets key: every
     // instance with the same SECRETS_KEY reads every other's links, and no other use shares it.
-    const mail = { secrets: webhooks.secrets, timeoutMs: config.mailTimeoutMs, tokenKey: createHmac('sha256', secretsKey.key).update('mail-unsubscribe').digest() };
+    const mail = {
+      secrets: webhooks.secrets,
+      timeoutMs: config.mailTimeoutMs,
+      tokenKey: createHmac('sha256', secretsKey.key).update('mail-unsubscribe').digest(),
+      publicUrl: config.publicUrl ?? `http://localhost:${config.port}`,
+    };
     mailWorker = createMailWorker({
       db: database.db,
       logger,
       secrets: mail.secrets,
       tokenKey: mail.tokenKey,
-      publicUrl: config.publicUrl ?? `http://localhost:${config.port}`,
+      publicUrl: mail.publicUrl,
       timeoutMs: config.mailTimeoutMs,
       now: options.clock,
+      onSend: (outcome) => metrics.mailSend(outcome),
     });
     const shopifyAdmin = createShopifyAdmin({ db: database.db, secrets: webhooks.secrets, urls: { baseUrlTemplate: config.shopifyAdminBaseUrl }, worker: shopifySync, now: options.clock });
     rateLimiter = await createRateLimiter({
@@ -168,6 +184,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       requestTimeoutMs: config.requestTimeoutMs,
       publicUrl: config.publicUrl,
       now: () => new Date(options.clock?.() ?? Date.now()),
+      shopDeletionGraceDays: config.shopDeletionGraceDays,
     });
   } catch (err) {
     await bus?.close();
@@ -188,25 +205,28 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // Retention (docs/operations.md): one loop, where the worker runs, purges one table after another,
   // hourly and once at start. One purge at a time, each pausing between its batches, so live
   // traffic keeps its pace; stopping the server stops it between two batches.
-  const purges: ReadonlyArray<readonly [string, (options: PurgeOptions) => Promise<number>]> = [
-    ['expired idempotency keys', (o) => purgeExpiredIdempotencyKeys(database.db, o)],
-    ['old webhook deliveries', (o) => deliveryWorker.purge(o)],
-    ['relayed outbox events', (o) => purgeRelayedOutboxEvents(database.db, new Date(Date.now() - config.outboxRetentionHours * HOUR), o)],
-    ['processed Shopify webhooks', (o) => purgeProcessedShopifyWebhooks(database.db, new Date(Date.now() - SHOPIFY_INBOX_RETENTION_DAYS * 24 * HOUR), o)],
-    ['expired customer access tokens', (o) => purgeExpiredCustomerAccessTokens(database.db, new Date(Date.now() - 24 * HOUR), o)],
-    ['expired staff sessions and links', (o) => purgeExpiredStaffRecords(database.db, new Date(options.clock?.() ?? Date.now()), o)],
+  const purges: ReadonlyArray<readonly [string, readonly string[], (options: PurgeOptions) => Promise<number>]> = [
+    ['expired idempotency keys', ['idempotency_keys'], (o) => purgeExpiredIdempotencyKeys(database.db, o)],
+    ['old webhook deliveries', ['webhook_deliveries', 'webhook_delivery_attempts'], (o) => deliveryWorker.purge(o)],
+    ['relayed outbox events', ['outbox_events'], (o) => purgeRelayedOutboxEvents(database.db, new Date(Date.now() - config.outboxRetentionHours * HOUR), o)],
+    ['settled e-mails', ['mail_messages'], (o) => purgeOldMail(database.db, new Date((options.clock?.() ?? Date.now()) - config.mailRetentionDays * 24 * HOUR), o)],
+    ['processed Shopify webhooks', ['shopify_inbox'], (o) => purgeProcessedShopifyWebhooks(database.db, new Date(Date.now() - SHOPIFY_INBOX_RETENTION_DAYS * 24 * HOUR), o)],
+    ['expired customer access tokens', ['customer_access_tokens'], (o) => purgeExpiredCustomerAccessTokens(database.db, new Date(Date.now() - 24 * HOUR), o)],
+    ['expired staff sessions and links', ['staff_sessions', 'staff_link_tokens'], (o) => purgeExpiredStaffRecords(database.db, new Date(options.clock?.() ?? Date.now()), o)],
     // Not a deletion of data: the insight rollups' stripes of past buckets, folded into one row each.
-    ['striped insight rollups (folded)', (o) => compactInsights(database.db, new Date(Date.now() - HOUR), o)],
-    ['active-member markers of past days', (o) => purgeActiveMemberMarkers(database.db, new Date(Date.now() - 3 * 24 * HOUR), o)],
+    ['striped insight rollups (folded)', ['insight_buckets', 'insight_rewards'], (o) => compactInsights(database.db, new Date(Date.now() - HOUR), o)],
+    ['active-member markers of past days', ['insight_active_days'], (o) => purgeActiveMemberMarkers(database.db, new Date(Date.now() - 3 * 24 * HOUR), o)],
   ];
   const stopPurges = new AbortController();
   let purgeTimer: NodeJS.Timeout | undefined;
   let purging: Promise<void> | undefined;
   const runPurges = async () => {
-    for (const [what, purge] of purges) {
+    for (const [what, tables, purge] of purges) {
       try {
         const purged = await purge({ signal: stopPurges.signal });
         if (purged) logger.info({ purged }, `${what} purged`);
+        // What it emptied is vacuumed at once (docs/operations.md "Retention"), not left to autovacuum.
+        if (purged && !stopPurges.signal.aborted) await vacuumPurged(database, tables);
       } catch (err) {
         if (!stopPurges.signal.aborted) logger.warn({ err }, `purging ${what} failed`);
       }

@@ -82,6 +82,11 @@ const configSchema = z.object({
   // How long a relayed outbox event is kept (hours): relayed, it has done its work, and each
   // webhook delivery keeps its own payload. Unrelayed events are never purged.
   OUTBOX_RETENTION_HOURS: z.coerce.number().min(0).max(87_600).default(24),
+  // How long a requested shop deletion waits (days), cancellable meanwhile (docs/operations.md "A shop leaves").
+  SHOP_DELETION_GRACE_DAYS: z.coerce.number().min(0).max(365).default(7),
+  // How long a settled e-mail's record (sent, failed, skipped…) is kept (days): the history a shop
+  // reads per customer. Queued e-mails are never purged.
+  MAIL_RETENTION_DAYS: z.coerce.number().min(0.001).max(3650).default(180),
   // Attempts in flight per subscription over all workers, so one slow or hung endpoint holds at
   // most this many of the slots (DESIGN.md "Tenant isolation"). Unset: half of WEBHOOK_CONCURRENCY.
   WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: z.coerce.number().int().min(1).max(1_000).optional(),
@@ -122,6 +127,8 @@ export type Config = {
   webhookConcurrency: number;
   webhookRetentionDays: number;
   outboxRetentionHours: number;
+  shopDeletionGraceDays: number;
+  mailRetentionDays: number;
   webhookMaxInFlightPerEndpoint: number | undefined;
   subscriptionsPerShop: number;
   storefrontSubscriptions: { perShop: number; perCustomer: number };
@@ -169,6 +176,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookConcurrency: c.WEBHOOK_CONCURRENCY,
     webhookRetentionDays: c.WEBHOOK_RETENTION_DAYS,
     outboxRetentionHours: c.OUTBOX_RETENTION_HOURS,
+    shopDeletionGraceDays: c.SHOP_DELETION_GRACE_DAYS,
+    mailRetentionDays: c.MAIL_RETENTION_DAYS,
     webhookMaxInFlightPerEndpoint: c.WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT,
     subscriptionsPerShop: c.SUBSCRIPTIONS_PER_SHOP,
     websocketsPerShop: c.WEBSOCKETS_PER_SHOP,

@@ -96,9 +96,12 @@ beforeAll(async () => {
   for (const [state, end] of Object.entries(ends)) {
     await inTransaction(db, async (trx) => {
       const row = await lockCode(trx, shop.shopId, { code: codes[state]! });
-      expect((await endCode(trx, row!, end)).changed).toBe(true);
+      // The server's scheduler may have come by and expired the due code first: the state is what counts.
+      if (row!.status === 'issued') expect((await endCode(trx, row!, end)).changed).toBe(true);
     });
   }
+  const ended = await db.selectFrom('discount_codes').select(['code', 'status']).where('shop_id', '=', shop.shopId).where('code', 'in', Object.keys(ends).map((state) => codes[state]!)).execute();
+  expect(Object.fromEntries(ended.map((r) => [r.code, r.status]))).toEqual(Object.fromEntries(Object.keys(ends).map((state) => [codes[state]!, state])));
 
   const tokenRes = await t.graphql(shop.apiKey, 'mutation($input: CustomerAccessTokenCreateInput!) { customerAccessTokenCreate(input: $input) { accessToken } }', { input: { customerIdentifier: 'ada' } });
   adaToken = tokenRes.data.customerAccessTokenCreate.accessToken;

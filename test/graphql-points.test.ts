@@ -142,8 +142,8 @@ describe('cursors', () => {
       .data.__schema.types.flatMap((type: any) => (type.fields ?? []).map((f: any) => ({ ...f, on: type.name })))
       .filter((f: any) => (f.type.ofType?.name ?? f.type.name ?? '').endsWith('Connection'));
     // customers, pointsRedemptions, webhookSubscriptions, webhookDeliveries, shopifyWebhooks, the shop's activities, auditLog;
-    // a customer's activities, discountCodes, referees, orders and pendingEarns.
-    expect(connectionFields.length).toBe(12);
+    // a customer's activities, discountCodes, referees, orders, pendingEarns and mailMessages.
+    expect(connectionFields.length).toBe(13);
     for (const field of connectionFields) {
       const args = field.args.map((a: any) => a.name);
       expect(args, `${field.on}.${field.name}`).toEqual(expect.arrayContaining(['first', 'after']));

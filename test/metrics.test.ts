@@ -2,6 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { onPostgres, startTestApp, type TestApp } from './helpers.js';
 import { collect, sse, wsClient } from './live-helpers.js';
+import { mailingShop, redeem } from './mail-helpers.js';
+import { startHungSmtp, startSmtp } from './smtp-server.js';
 import { type Receiver, startReceiver } from './webhook-receiver.js';
 
 type Sample = { name: string; labels: Record<string, string>; value: number };
@@ -54,7 +56,7 @@ describe(`GET /metrics (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     // The receiver refuses with 503 and Retry-After of an hour: each delivery is attempted once
     // and then waits, queued as `retrying`, for the rest of the test.
     receiver = await startReceiver((_req, res) => res.writeHead(503, { 'retry-after': '3600' }).end());
-    t = await startTestApp({ RATE_LIMIT_PER_MINUTE: '5', WEBHOOK_ALLOWED_HOSTS: 'localhost' });
+    t = await startTestApp({ RATE_LIMIT_PER_MINUTE: '5', WEBHOOK_ALLOWED_HOSTS: 'localhost', MAIL_TIMEOUT_MS: '500' });
     shop = await t.shop();
     await t.customer(shop.shopId, 'm-1', 10);
   });
@@ -137,6 +139,27 @@ describe(`GET /metrics (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     }
     expect(valueOf(samples, 'process_resident_memory_bytes')).toBeGreaterThan(10 * 1024 * 1024);
     expect(samples.some((s) => s.name === 'nodejs_eventloop_lag_p99_seconds')).toBe(true);
+  });
+
+  it('counts e-mails by outcome and shows the mail queue', async () => {
+    const smtp = await startSmtp();
+    const hung = await startHungSmtp();
+    try {
+      const healthy = await mailingShop(t, smtp.port, 'Mailing');
+      const stuck = await mailingShop(t, hung.port, 'Mailing to a hung server');
+      for (const shop of [healthy, stuck]) {
+        await t.customer(shop.shopId, 'mail-1', 1000);
+        await redeem(t, shop, 'mail-1');
+      }
+      // The healthy shop's e-mail is sent; the hung one's waits out its time-out and stays queued for its next try.
+      const samples = await until((s) => valueOf(s, 'loyalty_mail_sends_total', { outcome: 'sent' }) >= 1 && valueOf(s, 'loyalty_mail_sends_total', { outcome: 'retry' }) >= 1);
+      expect(smtp.received).toHaveLength(1);
+      expect(valueOf(samples, 'loyalty_mail_queued')).toBe(1);
+      expect(valueOf(samples, 'loyalty_mail_queue_lag_seconds')).toBe(0);
+    } finally {
+      await hung.close();
+      await smtp.close();
+    }
   });
 
   it('needs no API key, and two apps in one process keep their own counts', async () => {

@@ -2,6 +2,8 @@ import { createHmac } from 'node:crypto';
 import ajvFormats from 'ajv-formats';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inTransaction } from '../src/db/transaction.js';
+import { answerShopifyCompliance } from '../src/domain/data-rights/index.js';
 import { createPointsRedemption } from '../src/domain/rewards/redemptions.js';
 import { registerReferral } from '../src/domain/rewards/referrals.js';
 import { REST_PREFIX } from '../src/rest/index.js';
@@ -419,6 +421,19 @@ describe('live responses match the document', () => {
     const erased = await expectDocumented('POST', '/customers/erase', '/customers/erase', 200, { body: { customerIdentifier: 'c-rights' } });
     expect(erased.body.customer.points).toBe(5);
     await expectDocumented('POST', '/customers/erase', '/customers/erase', 404, { body: { customerIdentifier: 'c-rights' } });
+  });
+
+  it('Shopify\'s compliance requests as answered', async () => {
+    await t.customer(shop.shopId, 'c-compliance', 5);
+    // As the connector answers a customers/data_request webhook (the webhook's own path: test/shopify-compliance.test.ts).
+    const request = { topic: 'customers/data_request' as const, customer: { id: 'c-compliance', email: null }, orders: ['299938'], dataRequestId: '9999' };
+    await inTransaction(t.app.database.db, (trx) => answerShopifyCompliance(trx, shop.shopId, request, new Date(), 7));
+    const listed = await expectDocumented('GET', '/complianceRequests', '/complianceRequests?first=10', 200);
+    expect(listed.body.complianceRequests[0]).toMatchObject({ outcome: 'exported', shopifyDataRequestId: '9999' });
+    await expectDocumented('GET', '/complianceRequests', '/complianceRequests?first=0', 400);
+    const one = await expectDocumented('GET', '/complianceRequests/:id', `/complianceRequests/${listed.body.complianceRequests[0]._id}`, 200);
+    expect(one.body.complianceRequest.document.customer.shopifyCustomerId).toBe('c-compliance');
+    await expectDocumented('GET', '/complianceRequests/:id', '/complianceRequests/nothing', 404);
   });
 
   it('covered a success and an error of every documented operation', () => {

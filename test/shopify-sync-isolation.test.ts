@@ -80,9 +80,11 @@ describe('a throttled store beside a healthy one', () => {
     await expectEachCreatedOnce(healthy, healthyCodes);
     // The throttle waited for the points instead of being told: its first call learnt the bucket.
     expect(throttledAnswers(shopify, slow.domain)).toEqual({ throttled: 0, http429: 0 });
-    // And Shopify's rate held: after the first two, creations are at least 2.5 s apart on average.
+    // And Shopify's rate held: the bucket (20, refilled at 4 a second) paid for n creations of 10 only
+    // if the last came at least 2.5 s × (n - 2) after the first. Measured from the first call, as the
+    // bucket is: the second call's arrival can lag under load while the third is timed from the first answer.
     const at = shopify.store(slow.domain).callsTo('discountCodeBasicCreate').map((c) => c.at);
-    expect((at.at(-1)! - at[1]!) / (at.length - 2)).toBeGreaterThanOrEqual(2_400);
+    expect((at.at(-1)! - at[0]!) / (at.length - 2)).toBeGreaterThanOrEqual(2_400);
   });
 
   it('a store answering 429: its codes wait and are created once; the healthy shop is not held up', { timeout: 60_000 }, async () => {

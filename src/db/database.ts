@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, type KyselyPlugin, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { lockDataDir } from './data-dir-lock.js';
 import type { Database } from './schema.js';
@@ -30,6 +30,8 @@ export type DatabaseOptions = {
   acquireTimeoutMs?: number;
   /** Requests allowed to queue for a connection once all are busy; the next is refused at once. */
   maxWaiting?: number;
+  /** Kysely plugins over every query; tests watch the statements a request sends. */
+  plugins?: KyselyPlugin[] | undefined;
 };
 
 export type PoolStats = { total: number; idle: number; waiting: number };
@@ -97,7 +99,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
       connect: () => (waiting() >= maxWaiting ? Promise.reject(new DatabaseOverloadedError(waiting())) : pool.connect()),
       end: () => pool.end(),
     };
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: bounded }) });
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: bounded }), plugins: options.plugins ?? [] });
     return {
       db,
       kind: 'postgres',
@@ -120,7 +122,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
       parsers: { [INT8_OID]: parseInt8 },
       startParams,
     });
-    const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
+    const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite), plugins: options.plugins ?? [] });
     return {
       db,
       kind: 'pglite',

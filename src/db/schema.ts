@@ -702,6 +702,8 @@ export interface ShopMailSettingsTable {
   from_address: Defaulted<string>;
   /** The kinds of e-mail the shop sends (src/domain/mail/templates.ts). */
   kinds: Defaulted<string[]>;
+  /** The BCP 47 language of dates and numbers in e-mails (migration 035); null: English. */
+  locale: ColumnType<string | null, string | null | undefined, string | null>;
   updated_at: Defaulted<Date>;
 }
 export type ShopMailSettingsRow = Selectable<ShopMailSettingsTable>;
@@ -734,6 +736,19 @@ export interface MailPreferencesTable {
   customer_id: string;
   shop_id: string;
   unsubscribed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** Overrides the shop's locale for this customer (migration 035). */
+  locale: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Kinds of e-mail the customer opted out of. */
+  kinds_off: Defaulted<string[]>;
+  updated_at: Defaulted<Date>;
+}
+
+/** A shop's own subject and body for a kind of e-mail (migration 035); none: the built-in template. */
+export interface MailTemplatesTable {
+  shop_id: string;
+  kind: string;
+  subject: string;
+  body: string;
   updated_at: Defaulted<Date>;
 }
 
@@ -742,6 +757,33 @@ export interface MailSuppressionsTable {
   address: string;
   reason: string;
   created_at: Defaulted<Date>;
+}
+
+export interface ShopDeletionsTable {
+  shop_id: string;
+  requested_at: Date;
+  due_at: Date;
+  /** Who asked: `requested` (staff or the CLI) or `shopify shop/redact`. */
+  reason: string;
+  cancelled_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  completed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** Counted as batches go; bigint arrives as a string. */
+  rows_deleted: ColumnType<string, number | string | undefined, number | string>;
+  /** The first table of SHOP_TABLES that may still hold rows of the shop. */
+  next_table: Defaulted<number>;
+}
+
+export interface ComplianceRequestsTable {
+  id: string;
+  shop_id: string;
+  topic: string;
+  /** exported | erased | unknown_customer | shop_deletion_scheduled */
+  outcome: string;
+  customer_id: string | null;
+  shopify_request_id: string | null;
+  orders_requested: ColumnType<unknown, string | null | undefined, string | null>;
+  document: ColumnType<unknown, string | null | undefined, string | null>;
+  received_at: Date;
 }
 
 export interface Database {
@@ -794,6 +836,9 @@ export interface Database {
   mail_messages: MailMessagesTable;
   mail_preferences: MailPreferencesTable;
   mail_suppressions: MailSuppressionsTable;
+  shop_deletions: ShopDeletionsTable;
+  compliance_requests: ComplianceRequestsTable;
+  mail_templates: MailTemplatesTable;
 }
 
 export type CustomerRow = Selectable<CustomersTable>;

@@ -1,6 +1,6 @@
 import { type Customer as CustomerShape, customersByIds, findCustomer, listCustomers, toCustomer } from '../domain/customers/index.js';
 import { listActivitiesOfCustomers, listShopActivities } from '../domain/ledger/index.js';
-import { upsertCustomer } from '../domain/program/index.js';
+import { type TierStanding, upsertCustomer } from '../domain/program/index.js';
 import { Activity } from './activity.js';
 import { actorOf, BATCH_ONLY, builder, STOREFRONT } from './builder.js';
 import { connectionsOf, forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
@@ -8,7 +8,10 @@ import { UserError, type UserErrorShape, withUserErrors } from './user-errors.js
 
 const ActivityConnection = builder.connectionObject({ type: Activity, name: 'ActivityConnection', subGraphs: STOREFRONT }, { name: 'ActivityEdge', subGraphs: STOREFRONT });
 
-export const Customer = builder.objectRef<CustomerShape>('Customer').implement({
+/** A customer as its fields see it: a parent that knows the tier reads are wanted may have started them (tier.ts). */
+export type CustomerNode = CustomerShape & { standing?: Promise<TierStanding> };
+
+export const Customer = builder.objectRef<CustomerNode>('Customer').implement({
   subGraphs: STOREFRONT,
   description: 'A customer of the shop, identified by its shop customer id or its e-mail.',
   fields: (t) => ({

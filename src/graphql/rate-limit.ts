@@ -1,4 +1,4 @@
-import { type DocumentNode, type FragmentDefinitionNode, getOperationAST, GraphQLError, type GraphQLSchema, Kind, type SelectionSetNode } from 'graphql';
+import { type DocumentNode, GraphQLError, type GraphQLSchema } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { type RateLimiter, rateLimitHeaders, rateLimitMessage } from '../rate-limit/limiter.js';
 import { GRAPHQL_OPERATION, graphqlFieldOperation, type RateLimitedOperation } from '../rate-limit/operations.js';
@@ -6,33 +6,7 @@ import type { StorefrontLimiter } from '../rate-limit/storefront.js';
 import { type GraphQLContext, type ServerContext, tokenHolder } from './builder.js';
 import { graphqlRateUnits } from './limits.js';
 import { perOperation } from './per-operation.js';
-
-/**
- * Root field names of the operation that will run, fragments followed; aliases do not hide a
- * field, and one repeated under several aliases is listed once per occurrence.
- */
-export function rootFieldNames(document: DocumentNode, operationName?: string | null): string[] {
-  const operation = getOperationAST(document, operationName);
-  if (!operation) return [];
-  const fragments = new Map(
-    document.definitions
-      .filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION)
-      .map((d) => [d.name.value, d]),
-  );
-  const names: string[] = [];
-  const visit = (set: SelectionSetNode, seen: Set<string>) => {
-    for (const selection of set.selections) {
-      if (selection.kind === Kind.FIELD) names.push(selection.name.value);
-      else if (selection.kind === Kind.INLINE_FRAGMENT) visit(selection.selectionSet, seen);
-      else if (!seen.has(selection.name.value)) {
-        const fragment = fragments.get(selection.name.value);
-        if (fragment) visit(fragment.selectionSet, new Set([...seen, selection.name.value]));
-      }
-    }
-  };
-  visit(operation.selectionSet, new Set());
-  return names;
-}
+import { rootFieldNames } from './selections.js';
 
 /**
  * Every GraphQL operation counts against the shop's GraphQL limit by its cost (graphqlRateUnits:

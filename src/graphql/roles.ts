@@ -2,7 +2,7 @@ import { getOperationAST, GraphQLError } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { roleAllows, type StaffRole } from '../domain/staff/index.js';
 import type { GraphQLContext } from './builder.js';
-import { rootFieldNames } from './rate-limit.js';
+import { rootFieldNames } from './selections.js';
 
 /**
  * The least staff role each root field of the admin schema needs (docs/console.md "Roles" is this
@@ -27,6 +27,9 @@ export const LEAST_ROLE: Readonly<Record<string, StaffRole>> = {
   'Query.pointsRedemptions': 'viewer',
   'Query.shop': 'viewer',
   'Query.shopMailSettings': 'viewer',
+  'Query.mailTemplates': 'viewer',
+  // Renders what a viewer may read already (the customer's address and balance, the templates).
+  'Query.mailPreview': 'viewer',
   'Query.shopReferralSettings': 'viewer',
   'Query.staffMembers': 'owner',
   'Query.tiers': 'viewer',
@@ -44,6 +47,8 @@ export const LEAST_ROLE: Readonly<Record<string, StaffRole>> = {
   'Mutation.customerTierOverride': 'support',
   'Mutation.customerTierOverrideClear': 'support',
   'Mutation.customerUpsert': 'support',
+  // The customer's side: support acts on a customer's request.
+  'Mutation.customerMailPreferencesUpdate': 'support',
   'Mutation.discountCodeCancel': 'support',
   'Mutation.earningRuleCreate': 'program_manager',
   'Mutation.earningRuleDelete': 'program_manager',
@@ -58,8 +63,14 @@ export const LEAST_ROLE: Readonly<Record<string, StaffRole>> = {
   'Mutation.pointsSubtract': 'support',
   'Mutation.referralCodeCreate': 'support',
   'Mutation.referralRegister': 'support',
+  // The whole shop goes (after a grace period): people and keys are the owner's, and so is this.
+  'Mutation.shopDeletionCancel': 'owner',
+  'Mutation.shopDeletionRequest': 'owner',
   'Mutation.shopMailSettingsUpdate': 'program_manager',
   'Mutation.shopMailTest': 'program_manager',
+  'Mutation.mailTemplateUpdate': 'program_manager',
+  'Mutation.mailTemplateReset': 'program_manager',
+  'Mutation.mailSuppressionLift': 'program_manager',
   'Mutation.shopReferralSettingsUpdate': 'program_manager',
   'Mutation.shopSettingsUpdate': 'program_manager',
   'Mutation.shopifyAdminConnect': 'program_manager',

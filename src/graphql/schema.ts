@@ -24,7 +24,10 @@ import './insights.js';
 import './staff.js';
 import './audit.js';
 import './mail.js';
+import './mail-templates.js';
+import './mail-preferences.js';
 import './data-rights.js';
+import './shop-deletion.js';
 
 /** /graphql: the shop's key, the whole API. */
 export const schema = builder.toSchema({ subGraph: 'admin' });

@@ -86,6 +86,7 @@ export type GraphQLServices = {
   publicUrl: string | null;
   /** The clock of staff links' expiry. */
   now: () => Date;
+  shopDeletionGraceDays: number;
 };
 
 /**
@@ -123,15 +124,16 @@ export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLSer
     context: ({ req }) => {
       const linkBase = services.publicUrl ?? `${req.protocol ?? 'http'}://${req.host ?? 'localhost'}`;
       const common = {
-        db, webhooks: services.webhooks, bus: services.bus, shopifyAdmin: services.shopifyAdmin, mail: services.mail, linkBase, now: services.now, overWebSocket: req.overWebSocket === true,
+        db, webhooks: services.webhooks, bus: services.bus, shopifyAdmin: services.shopifyAdmin, mail: services.mail, linkBase, now: services.now, shopDeletionGraceDays: services.shopDeletionGraceDays, overWebSocket: req.overWebSocket === true,
       };
       if (face === 'admin') {
         // A machine's API key, or a person's session (its role checked per field: useStaffRoles).
         if (!req.shop || !(req.apiKey || req.staff)) throw unauthenticatedError(face);
-        return { ...common, shop: req.shop, apiKey: req.apiKey ?? null, staff: req.apiKey ? null : (req.staff ?? null), customer: null };
+        return { ...common, shop: req.shop, apiKey: req.apiKey ?? null, staff: req.apiKey ? null : (req.staff ?? null), customer: null, tokenCustomer: null };
       }
       if (!req.shop || !req.customer) throw unauthenticatedError(face);
-      return { ...common, shop: req.shop, apiKey: null, staff: null, customer: req.customer };
+      // The record read with the token serves one HTTP request; a socket's operations read their own.
+      return { ...common, shop: req.shop, apiKey: null, staff: null, customer: req.customer, tokenCustomer: req.overWebSocket ? null : (req.tokenCustomer ?? null) };
     },
     maskedErrors: {
       // Domain errors are meant for clients and carry the REST error code; the rest stays masked.

@@ -20,6 +20,8 @@ export type Metrics = {
   dueWorkKindFailed(kind: string): void;
   /** The Shopify sync worker reports each call to a store's Admin API: ok, or why it failed. */
   shopifyCall(outcome: string): void;
+  /** The mail worker reports each e-mail it finished with, by outcome. */
+  mailSend(outcome: string): void;
 };
 
 export type MetricSources = {
@@ -32,6 +34,8 @@ export type MetricSources = {
   dueWorkFailures: () => Promise<Record<string, FailureCounts>>;
   /** Shopify sync jobs waiting (due, leased or between tries) and failed for good. */
   shopifySyncJobs: () => Promise<{ waiting: number; failed: number }>;
+  /** E-mails with a send due, and the wait of the oldest already due. */
+  mailQueue: () => Promise<{ waiting: number; lagSeconds: number }>;
 };
 
 const QUEUED_STATUSES = ['pending', 'retrying', 'sending'] as const;
@@ -67,6 +71,12 @@ export function createMetrics(sources: MetricSources): Metrics {
     labelNames: ['outcome'] as const,
     registers,
   });
+  const mailSends = new Counter({
+    name: 'loyalty_mail_sends_total',
+    help: 'E-mails to customers the mail worker finished with: outcome sent, retry (a temporary failure), failed, suppressed (the address refused for good) or skipped',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
   const kindFailures = new Counter({
     name: 'loyalty_due_work_kind_failures_total',
     help: 'Passes of a kind of due work that failed as a whole (its database gone, a bug; logged); the other kinds went on',
@@ -98,6 +108,7 @@ export function createMetrics(sources: MetricSources): Metrics {
         lag: Record<string, number> | null;
         failures: Record<string, FailureCounts> | null;
         sync: { waiting: number; failed: number } | null;
+        mail: { waiting: number; lagSeconds: number } | null;
       }>
     | undefined;
   const probeDatabase = () =>
@@ -113,7 +124,8 @@ export function createMetrics(sources: MetricSources): Metrics {
       const lag = await sources.dueWorkLag().catch(() => null);
       const failures = await sources.dueWorkFailures().catch(() => null);
       const sync = await sources.shopifySyncJobs().catch(() => null);
-      return { queued, lag, failures, sync };
+      const mail = await sources.mailQueue().catch(() => null);
+      return { queued, lag, failures, sync, mail };
     })().finally(() => {
       probe = undefined;
     }));
@@ -143,6 +155,18 @@ export function createMetrics(sources: MetricSources): Metrics {
       this.set({ state: 'failed' }, sync.failed);
     },
   });
+  const mailGauge = (name: string, help: string, read: (mail: { waiting: number; lagSeconds: number }) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      async collect() {
+        const { mail } = await probeDatabase();
+        if (mail) this.set(read(mail));
+      },
+    });
+  mailGauge('loyalty_mail_queued', 'E-mails to customers with a send still due (waiting, being sent, or between tries)', (m) => m.waiting);
+  mailGauge('loyalty_mail_queue_lag_seconds', 'Seconds the oldest e-mail already due has waited for its send; 0 when none waits', (m) => m.lagSeconds);
   new Gauge({
     name: 'loyalty_due_work_lag_seconds',
     help: 'Seconds since the oldest still-waiting item of each kind of due work fell due (pending points, …); 0 when none waits',
@@ -199,6 +223,9 @@ export function createMetrics(sources: MetricSources): Metrics {
     },
     shopifyCall(outcome) {
       shopifyCalls.inc({ outcome });
+    },
+    mailSend(outcome) {
+      mailSends.inc({ outcome });
     },
     httpResponse({ method, route, status }, seconds) {
       httpRequests.inc({ method, route, status: String(status) });

@@ -48,7 +48,7 @@ export async function createHttpServer(deps: {
   webhooks: WebhookSubscriptionDeps;
   bus: EventBus;
   shopifyAdmin: ShopifyAdmin;
-  mail: MailDeps & { tokenKey: Buffer };
+  mail: MailDeps;
   metrics: Metrics;
   /** How long a request may take to arrive, headers and body (REQUEST_TIMEOUT_MS). */
   requestTimeoutMs: number;
@@ -56,6 +56,8 @@ export async function createHttpServer(deps: {
   publicUrl: string | null;
   /** The clock of staff sessions and links. */
   now: () => Date;
+  /** SHOP_DELETION_GRACE_DAYS, for shopDeletionRequest. */
+  shopDeletionGraceDays: number;
 }): Promise<FastifyInstance> {
   const { db, logger, rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, requestTimeoutMs } = deps;
   const app = Fastify({
@@ -123,7 +125,7 @@ export async function createHttpServer(deps: {
 
   // A key revoked on any instance is forgotten here at once, not after the key cache's TTL.
   bus.onRevoked((key) => forgetApiKey(db, key.prefix));
-  const services = { rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, mail: deps.mail, publicUrl: deps.publicUrl, now: deps.now };
+  const services = { rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, mail: deps.mail, publicUrl: deps.publicUrl, now: deps.now, shopDeletionGraceDays: deps.shopDeletionGraceDays };
   const yoga = createGraphQLServer(db, logger, services, 'admin');
   const storefrontYoga = createGraphQLServer(db, logger, services, 'storefront');
   const staffSocket = staffSocketDoor(staff);

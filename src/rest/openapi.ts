@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
 import { customerAccessTokenInputSchema, customerAccessTokensRevokeInputSchema, customerPageQuerySchema } from '../domain/customers/index.js';
 import { codeCancelSchema, discountCodeParamSchema } from '../domain/codes/index.js';
+import { complianceRequestsQuerySchema } from '../domain/data-rights/index.js';
 import { CUSTOMER_COLUMNS, LEDGER_COLUMNS } from '../domain/exports/index.js';
 import { EVENT_TOPICS } from '../domain/kernel/index.js';
 import { pointsChangeSchemas } from '../domain/ledger/index.js';
@@ -10,7 +11,7 @@ import { actionInputSchema } from '../domain/program/index.js';
 import { discountCodeCheckSchema as checkBodySchema, pointsRedeemSchema } from '../domain/rewards/index.js';
 import { deliveryListQuerySchema, secretRotationSchema, webhookSubscriptionCreateSchema, webhookSubscriptionUpdateSchema } from '../domain/webhooks/index.js';
 import { REST_PREFIX } from './index.js';
-import { activitySchema, customerSchema, customerTierSchema, discountCodeCheckSchema, discountCodeSchema, earningRuleSchema, idSchema, orderSchema, pointsRedemptionSchema, refereeSchema, timestampSchema, webhookDeliveryDetailSchema, webhookDeliverySchema, webhookEventSchema, webhookSubscriptionSchema, webhookSubscriptionWithSecretSchema, webhookTopicSchema } from './record-schemas.js';
+import { activitySchema, complianceRequestSchema, customerSchema, customerTierSchema, discountCodeCheckSchema, discountCodeSchema, earningRuleSchema, idSchema, orderSchema, pointsRedemptionSchema, refereeSchema, timestampSchema, webhookDeliveryDetailSchema, webhookDeliverySchema, webhookEventSchema, webhookSubscriptionSchema, webhookSubscriptionWithSecretSchema, webhookTopicSchema } from './record-schemas.js';
 import { SHOPIFY_WEBHOOKS_PATH } from './shopify-webhooks.js';
 
 /**
@@ -372,6 +373,27 @@ export const REST_ROUTES: readonly Route[] = [
       schema: ok('CustomerErased', { customer: customerSchema, cancelledCodes: z.int(), revokedTokens: z.int(), purgedDeliveries: z.int(), purgedShopifyWebhooks: z.int() }, 'Customer erased'),
     },
     errors: { 404: ['customer_not_found'] },
+  },
+  {
+    method: 'get', path: '/complianceRequests', operationId: 'complianceRequests', tag: 'Data rights', summary: 'Shopify\'s compliance requests, newest first',
+    description: 'Each customers/data_request, customers/redact and shop/redact webhook Shopify sent, with what was done: `exported` (the document is at GET /complianceRequests/{id}), `erased`, `unknown_customer` (nothing held, nothing done) or `shop_deletion_scheduled`. See docs/data-rights.md.',
+    query: complianceRequestsQuerySchema,
+    success: {
+      status: 200,
+      description: 'One page of requests',
+      schema: ok('ComplianceRequests', { complianceRequests: z.array(complianceRequestSchema), nextCursor: z.string().nullable().describe('`after` for the next page; null on the last') }, 'Compliance requests, newest first'),
+    },
+  },
+  {
+    method: 'get', path: '/complianceRequests/:id', operationId: 'complianceRequest', tag: 'Data rights', summary: 'One compliance request, with its document',
+    description: 'For a data request: the customer\'s export (as GET /customers/data gives it) when Shopify asked; null when the shop did not know the customer, or once the customer was erased.',
+    params: pathId('compliance request'),
+    success: {
+      status: 200,
+      description: 'The request',
+      schema: ok('ComplianceRequestRetrieved', { complianceRequest: complianceRequestSchema.safeExtend({ document: z.looseObject({ exportedAt: timestampSchema }).nullable() }) }, 'Compliance request'),
+    },
+    errors: { 404: ['compliance_request_not_found'] },
   },
   {
     method: 'get', path: '/orders/:orderId', operationId: 'order', tag: 'Orders', summary: 'An order and what it earned',

@@ -361,6 +361,14 @@ export const webhookEventSchema = z
     eventEnvelope(['orders/created', 'orders/updated'], orderSchema),
     eventEnvelope(['customers/created', 'customers/updated'], customerSchema),
     eventEnvelope(['customers/erased'], z.strictObject({ customer: idSchema.meta({ description: 'The tombstone\'s `_id`' }), erasedAt: timestampSchema })),
+    eventEnvelope(
+      ['customers/data_requested'],
+      z.strictObject({
+        customer: idSchema,
+        complianceRequest: idSchema.meta({ description: 'GET /complianceRequests/{id} gives the export' }),
+        shopifyDataRequestId: z.string().nullable().meta({ description: 'Shopify\'s `data_request.id`' }),
+      }),
+    ),
     eventEnvelope(['redemptions/created', 'redemptions/used', 'redemptions/expiring', 'redemptions/expired', 'redemptions/cancelled'], discountCodeSchema),
     eventEnvelope(
       ['referrals/code_created'],
@@ -369,6 +377,19 @@ export const webhookEventSchema = z
     eventEnvelope(['referrals/referee_created'], refereeSchema.safeExtend({ customer: idSchema, referrer: idSchema.meta({ description: 'The referrer\'s customer `_id`' }) })),
   ])
   .meta({ id: 'WebhookEvent', description: 'What a subscription receives, signed per Standard Webhooks (docs/webhooks.md)' });
+
+/** Shopify's compliance webhooks as answered (docs/data-rights.md). */
+export const complianceRequestSchema = z
+  .strictObject({
+    _id: idSchema,
+    topic: z.enum(['customers/data_request', 'customers/redact', 'shop/redact']),
+    outcome: z.enum(['exported', 'erased', 'unknown_customer', 'shop_deletion_scheduled']),
+    customer: idSchema.nullable().meta({ description: 'The customer\'s `_id` (a tombstone\'s once erased); null when the shop did not know them' }),
+    shopifyDataRequestId: z.string().nullable().meta({ description: 'Shopify\'s `data_request.id`, to quote when answering it' }),
+    ordersRequested: z.array(z.string()).nullable().meta({ description: 'The Shopify order ids the request names' }),
+    receivedAt: timestampSchema,
+  })
+  .meta({ id: 'ComplianceRequest' });
 
 export const webhookDeliveryDetailSchema = z
   .strictObject({

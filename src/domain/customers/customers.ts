@@ -104,7 +104,10 @@ export function customerNotFound(identifier: CustomerKey) {
 /**
  * Creates the customer, or updates e-mail and birthday of the one with that shopifyCustomerId, in
  * the caller's transaction. A sign-up's points are the program's (upsertCustomerIn in
- * src/domain/program), which calls this.
+ * src/domain/program), which calls this. A customer imported from a program that knew no shop
+ * customer id (Smile.io's export) is keyed by their e-mail; the first id that comes with that
+ * e-mail (Shopify's customers/create or an order, a REST call) becomes theirs: the same person,
+ * whose balance moved in, not a second customer refused for a taken e-mail.
  */
 export async function saveCustomerIn(
   trx: Trx,
@@ -127,16 +130,27 @@ export async function saveCustomerIn(
     await sql`select pg_advisory_xact_lock(hashtextextended(${`${shopId}/${data.shopifyCustomerId}`}, 0))`.execute(trx);
     return saveCustomerIn(trx, shopId, data, true);
   }
+  // Under this id's turn: an e-mail-keyed customer takes the id (two ids racing for one such
+  // customer: the second finds it keyed by the first's id, and is refused for the e-mail below).
+  const found = existing ?? (await trx
+    .selectFrom('customers')
+    .selectAll()
+    .where('shop_id', '=', shopId)
+    .where(sql<string>`lower(email)`, '=', data.email.toLowerCase())
+    .where('shopify_customer_id', '=', data.email.toLowerCase())
+    .forUpdate()
+    .executeTakeFirst());
   try {
-    if (existing) {
+    if (found) {
       const row = await trx
         .updateTable('customers')
         .set({
+          shopify_customer_id: data.shopifyCustomerId,
           email: data.email,
-          birthday: data.birthday === undefined ? existing.birthday : data.birthday,
+          birthday: data.birthday === undefined ? found.birthday : data.birthday,
           updated_at: new Date(),
         })
-        .where('id', '=', existing.id)
+        .where('id', '=', found.id)
         .returningAll()
         .executeTakeFirstOrThrow();
       const customer = toCustomer(row);

@@ -8,6 +8,6 @@ export {
 } from './customer-access-tokens.js';
 export {
   type Customer, customerIdentifierSchema, customerInputSchema, type CustomerKey, customerNotFound,
-  customerPageQuerySchema, customersByIds, findCustomer, getCustomer, listCustomers, lockCustomer, parseIdentifier,
+  customerPageQuerySchema, customersByIds, findCustomer, getCustomer, listCustomers, lockCustomer, matchesIdentifier, parseIdentifier,
   prefixRange, saveCustomerIn, toCustomer, translateUniqueViolation,
 } from './customers.js';

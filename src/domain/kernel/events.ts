@@ -11,6 +11,7 @@ export const EVENT_TOPICS = {
   'customers/created': 'A customer was created (GraphQL upsert, import or referral sign-up).',
   'customers/updated': 'A customer\'s e-mail or birthday changed.',
   'customers/erased': 'A customer was erased on request (a data-protection erasure): their e-mail, shop customer id and birthday are gone; the id stays as a tombstone whose ledger and orders still add up.',
+  'customers/data_requested': 'Shopify asked, by its customers/data_request webhook, for a customer\'s data: the export is kept with the compliance request (GET /complianceRequests/{id}) for the shop to send them.',
   'points/added': 'Points were added to a customer\'s balance.',
   'points/subtracted': 'Points were subtracted from a customer\'s balance.',
   'points/updated': 'A customer\'s balance was set to an absolute value.',
@@ -76,11 +77,13 @@ export async function recordShopEvents(trx: Trx, events: readonly ShopEvent[]): 
   if (events.length === 0) return [];
   const ids = events.map(() => newEventId());
   // Columns as arrays: one short statement whatever the number of events (a VALUES list grows with
-  // it, and costs more to parse than to insert).
+  // it, and costs more to parse than to insert). The data go as one JSON array, not a jsonb[]: an
+  // array literal escapes every quote of every document, on both sides of the wire.
   await sql`
     insert into outbox_events (id, shop_id, type, data)
-    select id, shop_id, type, data from unnest(${ids}::text[], ${events.map((e) => e.shopId)}::text[], ${events.map((e) => e.type)}::text[],
-      ${events.map((e) => JSON.stringify(e.data))}::jsonb[]) with ordinality as input(id, shop_id, type, data, n)
+    select id, shop_id, type, data from rows from (unnest(${ids}::text[]), unnest(${events.map((e) => e.shopId)}::text[]),
+      unnest(${events.map((e) => e.type)}::text[]), jsonb_array_elements(${JSON.stringify(events.map((e) => e.data))}::jsonb))
+      with ordinality as input(id, shop_id, type, data, n)
     order by n`.execute(trx);
   announceOutboxWrite(trx);
   return ids;
