@@ -3,9 +3,9 @@
  * created twice in Shopify.
  *
  * Two server processes share a PostgreSQL schema; a shop connected to the Admin API stand-in has a
- * backlog of codes being created, through a proxy that holds each of Shopify's answers 300 ms, so
- * the victim always has creations that Shopify made but whose answers it never read when it is
- * SIGKILLed. The survivor takes its jobs over when their leases end (SHOPIFY_ADMIN_TIMEOUT_MS=1000
+ * backlog of codes being created, each instance through its own proxy that holds each of Shopify's
+ * answers 300 ms; the victim is SIGKILLed while its proxy holds the answer to one of its creations,
+ * so it dies with a code Shopify made whose answer it never read. The survivor takes its jobs over when their leases end (SHOPIFY_ADMIN_TIMEOUT_MS=1000
  * makes a lease 15 s) and, on those retries, finds the codes by their text instead of creating
  * them again. It proves every code exists in Shopify exactly once, all synced with Shopify's id,
  * none failed, the queue empty and the ledger exact. PostgreSQL only: PGlite is one process.
@@ -26,19 +26,28 @@ const ANSWER_DELAY_MS = 300;
 /** 20 codes a second (10 points each) after the first 20: the backlog lasts long enough to kill an instance in its middle. */
 const STORE = { maximumAvailable: 200, restoreRate: 200 };
 
-/** An HTTP proxy to `target` that holds each answer `delayMs` before passing it on (a far-away Shopify). */
-async function delayingProxy(target: string, delayMs: number): Promise<{ url: string; close(): Promise<void> }> {
+/**
+ * An HTTP proxy to `target` that holds each answer `delayMs` before passing it on (a far-away
+ * Shopify), and counts the answers to discount creations it is holding right now.
+ */
+async function delayingProxy(target: string, delayMs: number): Promise<{ url: string; heldCreations(): number; close(): Promise<void> }> {
+  let heldCreations = 0;
   const server: Server = createServer((req, res) => {
+    const sent: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => sent.push(chunk));
     const upstream = request(`${target}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
       const body: Buffer[] = [];
       answer.on('data', (chunk: Buffer) => body.push(chunk));
-      answer.on('end', () =>
+      answer.on('end', () => {
+        const creation = /discountCode\w*Create/.test(Buffer.concat(sent).toString());
+        if (creation) heldCreations++;
         setTimeout(() => {
+          if (creation) heldCreations--;
           if (res.destroyed) return; // the caller is gone (killed): its answer is lost, as the test wants
           res.writeHead(answer.statusCode ?? 502, answer.headers);
           res.end(Buffer.concat(body));
-        }, delayMs),
-      );
+        }, delayMs);
+      });
     });
     upstream.on('error', () => res.destroy());
     req.pipe(upstream);
@@ -47,6 +56,7 @@ async function delayingProxy(target: string, delayMs: number): Promise<{ url: st
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    heldCreations: () => heldCreations,
     close: () => {
       server.closeAllConnections();
       return new Promise((resolve) => server.close(() => resolve()));
@@ -57,39 +67,43 @@ async function delayingProxy(target: string, delayMs: number): Promise<{ url: st
 describe.runIf(onPostgres)('SIGKILL of one of two instances during a Shopify sync backlog', () => {
   let db: Awaited<ReturnType<typeof sharedDatabase>>;
   let shopify: ShopifyAdminStandIn;
-  let proxy: Awaited<ReturnType<typeof delayingProxy>>;
-  let env: Record<string, string>;
+  /** Each instance's own way to Shopify, so the test sees which one is waiting for an answer. */
+  let proxies: { victim: Awaited<ReturnType<typeof delayingProxy>>; survivor: Awaited<ReturnType<typeof delayingProxy>> };
+  let env: (proxy: { url: string }) => Record<string, string>;
 
   beforeAll(async () => {
     db = await sharedDatabase(50, 'Sync reliability shop');
     for (const id of db.ids) await changePoints(db.db, db.shopId, 'set', { customerIdentifier: id, amount: 1_000_000 });
     shopify = await createShopifyAdminStandIn();
-    proxy = await delayingProxy(shopify.url, ANSWER_DELAY_MS);
-    env = {
+    proxies = { victim: await delayingProxy(shopify.url, ANSWER_DELAY_MS), survivor: await delayingProxy(shopify.url, ANSWER_DELAY_MS) };
+    env = (proxy) => ({
       DATABASE_URL: db.url,
       ...(REDIS_URL ? { REDIS_URL, REDIS_KEY_PREFIX: `test:${randomBytes(6).toString('hex')}:` } : {}),
       SHOPIFY_ADMIN_BASE_URL: `${proxy.url}/stores/{shop}`,
       SHOPIFY_ADMIN_TIMEOUT_MS: '1000',
       RATE_LIMIT_PER_MINUTE: '1000000',
       DATABASE_POOL_SIZE: '10',
-    };
+    });
   });
   afterAll(async () => {
     await killAllServers();
-    await proxy?.close();
+    await proxies?.victim.close();
+    await proxies?.survivor.close();
     await shopify?.close();
     await db?.close();
   });
 
   it(`${CODES} codes syncing, one instance killed: each exists in Shopify once, all synced, the ledger exact`, { timeout: 300_000 }, async () => {
-    const [victim, survivor] = (await Promise.all([startServerProcess(env), startServerProcess(env)])) as [ServerProcess, ServerProcess];
+    const [victim, survivor] = (await Promise.all([startServerProcess(env(proxies.victim)), startServerProcess(env(proxies.survivor))])) as [ServerProcess, ServerProcess];
     const shop: SyncShop = await connectedShop(survivor.url, shopify, { shopId: db.shopId, apiKey: db.apiKey }, 'sync-kill', STORE);
 
     // The backlog: every code issued (over both instances), their creations under way.
     const codes = await pool(Array.from({ length: CODES }, (_, i) => i), 16, (i) => redeemCode(i % 2 ? survivor.url : victim.url, shop, db.ids[i % db.ids.length]!));
     expect(codes.filter((c) => c === null)).toEqual([]);
     const created = () => shopify.store(shop.domain).discounts.size;
-    await waitUntil(() => created() >= CODES / 3, 60_000, 'a third of the codes created in Shopify');
+    // Killed while Shopify has made one of its codes and it has not read the answer yet (its proxy
+    // holds it): whether a kill at a random moment found one depended on the throttle's timing.
+    await waitUntil(() => created() >= CODES / 3 && proxies.victim.heldCreations() > 0, 60_000, 'a third of the codes created in Shopify, the victim waiting for a creation\'s answer');
     victim.child.kill('SIGKILL');
     expect((await victim.exited).signal).toBe('SIGKILL');
     const atKill = created();
