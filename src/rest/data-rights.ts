@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { DB } from '../db/database.js';
 import { apiKeyActor } from '../domain/audit/index.js';
 import { eraseCustomer, exportCustomerData, getComplianceRequest, listComplianceRequests } from '../domain/data-rights/index.js';
+import { nextCursor } from '../domain/kernel/index.js';
 
 /** The REST twins of customerDataExport and customerErase, and Shopify's compliance requests as answered (docs/data-rights.md). */
 export function registerDataRightsRoutes(app: FastifyInstance, db: DB): void {
@@ -18,7 +19,7 @@ export function registerDataRightsRoutes(app: FastifyInstance, db: DB): void {
   app.get('/complianceRequests', async (request, reply) => {
     reply.header('cache-control', 'no-store');
     const page = await listComplianceRequests(db, request.shop!.id, request.query);
-    return { success: true, message: 'Compliance requests, newest first', complianceRequests: page.items.map((i) => i.node), nextCursor: page.hasNextPage ? page.items.at(-1)!.cursor : null };
+    return { success: true, message: 'Compliance requests, newest first', complianceRequests: page.items.map((i) => i.node), nextCursor: nextCursor(page) };
   });
   app.get<{ Params: { id: string } }>('/complianceRequests/:id', async (request, reply) => {
     // A data request's document is a person's whole record.

@@ -14,8 +14,8 @@ export { isId, newId, randomString, READABLE_ALPHABET, sha256 } from './ids.js';
 export { currencyExponent, currencySchema, formatMoney, lcm, MAX_MINOR, mulDivFloor, parseMoney } from './money.js';
 export { MAX_PAGE_SIZE, offsetOf, offsetPageSchema, pageOfKeys } from './offset-pages.js';
 export {
-  beforeTimeCursor, decodeCursor, encodeCursor, encodeTimeCursor, invalidCursor, type Page, type PageArgs, pageBySeq,
-  pagesBySeq, type SeqList,
+  beforeTimeCursor, decodeCursor, encodeCursor, encodeTimeCursor, invalidCursor, nextCursor, type Page, type PageArgs,
+  pageBySeq, pagesBySeq, type SeqList,
 } from './pagination.js';
 export {
   countFailures, type DueWork, failedItems, failingItems, type FailingItems, type FailureCounts, type FailureFilter,

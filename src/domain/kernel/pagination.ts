@@ -5,6 +5,11 @@ import { ValidationError } from './errors.js';
 export type PageArgs = { first: number; after?: string | null | undefined };
 export type Page<T> = { items: Array<{ node: T; cursor: string }>; hasNextPage: boolean };
 
+/** What a REST list answers as `nextCursor`: `after` for the page that follows, null on the last. */
+export function nextCursor<T>(page: Page<T>): string | null {
+  return page.hasNextPage ? page.items.at(-1)!.cursor : null;
+}
+
 /** Keyset cursors: the sort key of the last row seen, opaque to clients (base64url JSON). */
 export function encodeCursor(key: Array<string | number>): string {
   return Buffer.from(JSON.stringify(key)).toString('base64url');

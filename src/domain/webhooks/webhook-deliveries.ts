@@ -5,7 +5,7 @@ import type { DB } from '../../db/database.js';
 import type { WebhookAttemptTrigger, WebhookDeliveryAttemptRow, WebhookDeliveryRow, WebhookDeliveryStatus } from '../../db/schema.js';
 import { afterCommit, inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
 import { type Actor, recordAudit } from '../audit/index.js';
-import { beforeTimeCursor, containsAny, encodeTimeCursor, isId, MAX_PAGE_SIZE, newId, NotFoundError, type Page, type PageArgs, parseInput, RuleViolationError, ValidationError } from '../kernel/index.js';
+import { beforeTimeCursor, containsAny, encodeTimeCursor, isId, MAX_PAGE_SIZE, newId, nextCursor, NotFoundError, type Page, type PageArgs, parseInput, RuleViolationError, ValidationError } from '../kernel/index.js';
 
 /**
  * Webhook deliveries: one per (event, matching subscription), created when the outbox relay hands
@@ -327,8 +327,8 @@ async function deliveriesPage(db: Queryable, shopId: string, filter: DeliveryFil
 /** The REST list: a numbered page, or the page after a cursor, and the cursor to go on from. */
 export async function listDeliveries(db: Queryable, shopId: string, input: unknown): Promise<{ deliveries: WebhookDelivery[]; nextCursor: string | null }> {
   const { page, pageSize, after, ...filter } = parseInput(deliveryListQuerySchema, input ?? {});
-  const { items, hasNextPage } = await deliveriesPage(db, shopId, filter, { after, offset: (page - 1) * pageSize, first: pageSize });
-  return { deliveries: items.map((item) => item.node), nextCursor: hasNextPage ? items.at(-1)!.cursor : null };
+  const found = await deliveriesPage(db, shopId, filter, { after, offset: (page - 1) * pageSize, first: pageSize });
+  return { deliveries: found.items.map((item) => item.node), nextCursor: nextCursor(found) };
 }
 
 /** The same list as keyset pages, for GraphQL connections. */
