@@ -10,7 +10,6 @@ import { ConfigError, loadConfig } from '../config.js';
 import { DataDirLockedError } from '../db/data-dir-lock.js';
 import { type DatabaseHandle, type DB, openDatabase } from '../db/database.js';
 import { migrateToLatest } from '../db/migrate.js';
-import { inTransaction } from '../db/transaction.js';
 import {
   DEFAULT_REPORT_LIMIT, importCustomers, importOrders, importPeerCustomers, type ImportRejection, type ImportResult, ORDER_IMPORT_POOL_SIZE,
   type OrdersImportResult, PARALLEL_BATCHES, PEER_SOURCES, type PeerImportResult, type PeerSource,
@@ -141,7 +140,7 @@ shop
     const config = loadConfig();
     const deletion = await withDatabase(async (db) => {
       const { id } = await findShop(db, opts.shop);
-      return opts.cancel ? cancelShopDeletion(db, id) : inTransaction(db, (trx) => requestShopDeletion(trx, id, { reason: 'requested', graceDays: config.shopDeletionGraceDays }));
+      return opts.cancel ? cancelShopDeletion(db, id) : requestShopDeletion(db, id, { reason: 'requested', graceDays: config.shopDeletionGraceDays });
     });
     print(
       opts.cancel

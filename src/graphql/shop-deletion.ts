@@ -1,4 +1,3 @@
-import { inTransaction } from '../db/transaction.js';
 import { cancelShopDeletion, requestShopDeletion, type ShopDeletion as ShopDeletionShape, shopDeletionOf } from '../domain/shop-exit/index.js';
 import { actorOf, builder } from './builder.js';
 import { Shop } from './shop.js';
@@ -39,7 +38,7 @@ builder.mutationFields((t) => ({
       'Schedules the deletion of the shop and everything of it after the grace period (SHOP_DELETION_GRACE_DAYS, 7 days by default), during which the shop works as before and shopDeletionCancel keeps it. Take its archive first (`shop export`, docs/operations.md).',
     resolve: (_root, _args, ctx) =>
       withUserErrors(async () => ({
-        deletion: await inTransaction(ctx.db, (trx) => requestShopDeletion(trx, ctx.shop.id, { reason: 'requested', graceDays: ctx.shopDeletionGraceDays }, actorOf(ctx), ctx.now())),
+        deletion: await requestShopDeletion(ctx.db, ctx.shop.id, { reason: 'requested', graceDays: ctx.shopDeletionGraceDays }, actorOf(ctx), ctx.now()),
       })),
   }),
   shopDeletionCancel: t.field({

@@ -3,7 +3,7 @@ import type { CustomerRow } from '../../db/schema.js';
 import type { Queryable, Trx } from '../../db/transaction.js';
 import { z } from 'zod';
 import { beforeTimeCursor, encodeTimeCursor, newId, NotFoundError, type Page, type PageArgs, parseInput, recordEvent } from '../kernel/index.js';
-import { requestShopDeletion } from '../shop-exit/index.js';
+import { scheduleShopDeletion } from '../shop-exit/index.js';
 import type { ShopifyComplianceRequest } from '../shopify/index.js';
 import { eraseCustomerIn } from './customer-erasure.js';
 import { customerDocument } from './customer-export.js';
@@ -32,7 +32,7 @@ export async function answerShopifyCompliance(trx: Trx, shopId: string, request:
       })
       .execute();
   if (request.topic === 'shop/redact') {
-    await requestShopDeletion(trx, shopId, { reason: 'shopify shop/redact', graceDays }, undefined, now);
+    await scheduleShopDeletion(trx, shopId, { reason: 'shopify shop/redact', graceDays }, undefined, now);
     return void (await record('shop_deletion_scheduled', null));
   }
   const customer = await customerOf(trx, shopId, request.customer!);

@@ -3,4 +3,4 @@
 
 export { SHOP_TABLES } from './shop-tables.js';
 export { writeShopArchive } from './shop-export.js';
-export { cancelShopDeletion, requestShopDeletion, type ShopDeletion, shopDeletion, shopDeletionOf } from './shop-deletion.js';
+export { cancelShopDeletion, requestShopDeletion, scheduleShopDeletion, type ShopDeletion, shopDeletion, shopDeletionOf } from './shop-deletion.js';

@@ -18,7 +18,12 @@ const toDeletion = (r: { shop_id: string; requested_at: Date; due_at: Date; reas
  * waits keeps the earlier due time (a request never postpones one); after a cancellation it starts a
  * new grace. The shop keeps working meanwhile: its keys, its program, its export.
  */
-export async function requestShopDeletion(trx: Trx, shopId: string, options: { reason: string; graceDays: number }, actor?: Actor, now = new Date()): Promise<ShopDeletion> {
+export function requestShopDeletion(db: DB, shopId: string, options: { reason: string; graceDays: number }, actor?: Actor, now = new Date()): Promise<ShopDeletion> {
+  return inTransaction(db, (trx) => scheduleShopDeletion(trx, shopId, options, actor, now));
+}
+
+/** requestShopDeletion inside a transaction of the caller's (Shopify's shop/redact, recorded with it). */
+export async function scheduleShopDeletion(trx: Trx, shopId: string, options: { reason: string; graceDays: number }, actor?: Actor, now = new Date()): Promise<ShopDeletion> {
   const shop = await trx.selectFrom('shops').select('id').where('id', '=', shopId).executeTakeFirst();
   if (!shop) throw new NotFoundError('shop_not_found', `no shop with id ${shopId}`, ['shop']);
   const dueAt = new Date(now.getTime() + options.graceDays * DAY);
