@@ -252,8 +252,8 @@ describe(`code insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
       const { shop } = await createShop(db, 'Lazy');
       await db.updateTable('shops').set({ timezone: TZ }).where('id', '=', shop.id).execute();
       await db.insertInto('insight_rewards').values([
-        { shop_id: shop.id, reward_id: 'r1', bucket: new Date(D), stripe: -1, codes: 2, used: 1 },
-        { shop_id: shop.id, reward_id: 'r2', bucket: new Date(D + HOUR), stripe: -1, codes: 1, cancelled: 1 },
+        { shop_id: shop.id, reward_id: 'r1', bucket: new Date(D), stripe: 0, codes: 2, used: 1 },
+        { shop_id: shop.id, reward_id: 'r2', bucket: new Date(D + HOUR), stripe: 0, codes: 1, cancelled: 1 },
       ]).execute();
       const perInterval = () => statements.filter((q) => q.includes('having sum(codes)')).length;
       const insights = await pointsInsights(db, shop.id, { from: new Date(D - DAY), to: new Date(D + DAY), interval: 'day' });

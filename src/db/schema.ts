@@ -581,6 +581,14 @@ export interface InsightBucketsTable {
 }
 
 /**
+ * Folded buckets (of insight_buckets, insight_rewards) by the shop's local day (`day`: its start,
+ * as insight_day_start places it): what compaction folded, added in the statement that folds it.
+ * Striped rows are not in them yet.
+ */
+export type InsightDaysTable = Omit<InsightBucketsTable, 'bucket' | 'stripe'> & { day: Date };
+export type InsightRewardDaysTable = Omit<InsightRewardsTable, 'bucket' | 'stripe'> & { day: Date };
+
+/**
  * A shop's time zones over time, for insights' days (src/domain/insights/insights.ts): from `since`, the
  * days are those of `timezone`, after the day in progress then (carried_day, from carried_from)
  * has run until carried_until. Written by changes of zone; the first row ('-infinity') holds the
@@ -815,7 +823,9 @@ export interface Database {
   tier_metric_days: TierMetricDaysTable;
   shopify_inbox: ShopifyInboxTable;
   insight_buckets: InsightBucketsTable;
+  insight_days: InsightDaysTable;
   insight_rewards: InsightRewardsTable;
+  insight_reward_days: InsightRewardDaysTable;
   insight_active_days: InsightActiveDaysTable;
   shop_timezones: ShopTimezonesTable;
   shopify_orders: ShopifyOrdersTable;

@@ -8,7 +8,8 @@ import { parseInput } from '../kernel/index.js';
 /**
  * Program insights (issue 20): the ledger's movements over time, read from `insight_buckets`,
  * which the statement writing each ledger entry keeps (migration 2026_11_25_013). A series never
- * scans the ledger: it sums at most a few rows per 15-minute bucket.
+ * scans the ledger: it sums at most a few rows per 15-minute bucket, and a day series (and the
+ * balance before any range) one row per past day that compaction folded (insight_days).
  *
  * A day is a day of the zone the shop had then (migration 2026_11_27_018): active members are
  * counted per local day as entries are written, and could not be re-read in another zone's days,
@@ -95,6 +96,44 @@ export type TierCount = { tierId: string; name: string; members: number };
 
 export type PointsInsights = { interval: InsightInterval; timezone: string; points: PointsInsight[]; rewards: RewardInsight[]; tiers: TierCount[] };
 
+/**
+ * A rollup: movements by shop, 15-minute bucket (and `keys`) and stripe, and the local days
+ * compaction folded them into (`days`, keyed by the day's start instead of the bucket).
+ */
+type Rollup = { table: 'insight_buckets' | 'insight_rewards'; days: 'insight_days' | 'insight_reward_days'; keys: readonly string[]; columns: readonly string[] };
+const LEDGER: Rollup = {
+  table: 'insight_buckets',
+  days: 'insight_days',
+  keys: [],
+  columns: ['issued_orders', 'issued_rules', 'issued_manual', 'issued_referrals', 'removed_manual', 'redeemed', 'expired', 'clawed_back', 'pending', 'active_members', 'members'],
+};
+const REWARDS: Rollup = { table: 'insight_rewards', days: 'insight_reward_days', keys: ['reward_id'], columns: ['codes', 'points', 'discount', 'used', 'expired', 'cancelled'] };
+
+/**
+ * A rollup's rows of [from, to), each with the start of its interval (`at`). In a day series a
+ * folded day's row stands for its buckets, beside the rows still striped; the day holding `to`,
+ * which the range may end inside of, is read by its buckets. `from` starts an interval.
+ */
+function rollupRows(r: Rollup, shopId: string, periods: Period[], interval: InsightInterval, from: RawBuilder<unknown>, to: Date) {
+  const columns = sql.join([...r.keys, ...r.columns].map((c) => sql.ref(c)));
+  const buckets = (where: RawBuilder<unknown>) =>
+    sql`select ${intervalStart(periods, interval, sql`bucket`)} as at, ${columns} from ${sql.table(r.table)} where shop_id = ${shopId} and ${where}`;
+  if (interval === 'hour') return buckets(sql`bucket >= ${from} and bucket < ${to}`);
+  const last = sql`insight_day_start(${shopId}, ${to}::timestamptz)`;
+  return sql`select day as at, ${columns} from ${sql.table(r.days)} where shop_id = ${shopId} and day >= ${from} and day < ${last}
+    union all ${buckets(sql`stripe >= 0 and bucket >= ${from} and bucket < ${last}`)}
+    union all ${buckets(sql`bucket >= ${last} and bucket < ${to}`)}`;
+}
+
+/** A rollup's rows before `start`: the folded days before the day holding it, the rows still striped, and that day's buckets. */
+function rollupRowsBefore(r: Rollup, shopId: string, start: RawBuilder<unknown>) {
+  const columns = sql.join([...r.keys, ...r.columns].map((c) => sql.ref(c)));
+  const first = sql`insight_day_start(${shopId}, ${start})`;
+  return sql`select ${columns} from ${sql.table(r.days)} where shop_id = ${shopId} and day < ${first}
+    union all select ${columns} from ${sql.table(r.table)} where shop_id = ${shopId} and stripe >= 0 and bucket < ${first}
+    union all select ${columns} from ${sql.table(r.table)} where shop_id = ${shopId} and bucket >= ${first} and bucket < ${start}`;
+}
+
 const insightsQuerySchema = z
   .object({ from: z.date(), to: z.date(), interval: z.enum(INSIGHT_INTERVALS) })
   .refine((q) => q.to > q.from, { message: 'must be after from', path: ['to'] })
@@ -143,18 +182,17 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
     with first as (select ${intervalStart(periods, interval, sql`${from}::timestamptz`)} as at),
     series as (select at, date from (${starts}) s where at < ${to}),
     moved as (
-      select ${intervalStart(periods, interval, sql`bucket`)} as at,
+      select at,
         sum(issued_orders) as issued_orders, sum(issued_rules) as issued_rules, sum(issued_manual) as issued_manual,
         sum(issued_referrals) as issued_referrals, sum(removed_manual) as removed_manual, sum(redeemed) as redeemed,
         sum(expired) as expired, sum(clawed_back) as clawed_back, sum(${net}) as net, sum(pending) as pending,
         sum(active_members) as active_members, sum(members) as members
-      from insight_buckets
-      where shop_id = ${shopId} and bucket >= ${start} and bucket < ${to}
+      from (${rollupRows(LEDGER, shopId, periods, interval, start, to)}) m
       group by 1
     ),
     before as (
       select coalesce(sum(${net}), 0) as net, coalesce(sum(pending), 0) as pending, coalesce(sum(members), 0) as members
-      from insight_buckets where shop_id = ${shopId} and bucket < ${start}
+      from (${rollupRowsBefore(LEDGER, shopId, start)}) b
     )
     select s.at, s.date,
       coalesce(m.issued_orders, 0) as issued_orders, coalesce(m.issued_rules, 0) as issued_rules,
@@ -171,7 +209,7 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
   const first = rows[0]?.at ?? from;
   const dates = new Map(rows.map((r) => [r.at.getTime(), r.date]));
   const perInterval = once(() => codeIntervals(db, shopId, periods, interval, dates, first, to));
-  const [rewards, tiers] = await Promise.all([rewardInsights(db, shopId, perInterval, first, to), tierCounts(db, shopId)]);
+  const [rewards, tiers] = await Promise.all([rewardInsights(db, shopId, periods, interval, perInterval, first, to), tierCounts(db, shopId)]);
   // Sums of bigints come back as strings; points stay far below 2^53.
   const n = Number;
   return {
@@ -268,6 +306,16 @@ export async function startTimezonePeriod(trx: Trx, shopId: string, timezone: st
   if (!counted || known.length === 0) {
     await trx.deleteFrom('shop_timezones').where('shop_id', '=', shopId).execute();
     await trx.updateTable('shops').set({ timezone_days_from: null }).where('id', '=', shopId).execute();
+    // The folded days become the new zone's (none when nothing was counted).
+    for (const r of [LEDGER, REWARDS]) {
+      const columns = sql.join([...r.keys, ...r.columns].map((c) => sql.ref(c)));
+      await sql`delete from ${sql.table(r.days)} where shop_id = ${shopId}`.execute(trx);
+      await sql`
+        insert into ${sql.table(r.days)} (shop_id, day, ${columns})
+        select shop_id, date_trunc('day', bucket at time zone ${timezone}) at time zone ${timezone}, ${sql.join([...r.keys.map((k) => sql.ref(k)), ...r.columns.map((c) => sql`sum(${sql.ref(c)})`)])}
+        from ${sql.table(r.table)} where shop_id = ${shopId} and stripe = -1
+        group by ${sql.join(['1', '2', ...r.keys].map((k) => sql.raw(k)))}`.execute(trx);
+    }
     return;
   }
   await sql`
@@ -309,12 +357,19 @@ type CodeIntervals = { byReward: Map<string, RewardInterval[]>; total: Map<numbe
  * Redemptions in [from, to) by reward, most redeemed first; a deleted reward keeps its figures,
  * without a name. Each reward's intervals come from `perInterval`, when asked.
  */
-async function rewardInsights(db: Queryable, shopId: string, perInterval: () => Promise<CodeIntervals>, from: Date, to: Date): Promise<RewardInsight[]> {
+async function rewardInsights(
+  db: Queryable,
+  shopId: string,
+  periods: Period[],
+  interval: InsightInterval,
+  perInterval: () => Promise<CodeIntervals>,
+  from: Date,
+  to: Date,
+): Promise<RewardInsight[]> {
   const { rows } = await sql<{ reward_id: string; name: string | null; type: string | null; codes: string; points: string; discount: string; used: string; expired: string; cancelled: string }>`
     select i.reward_id, r.name, r.type, sum(i.codes) as codes, sum(i.points) as points, sum(i.discount)::text as discount,
       sum(i.used) as used, sum(i.expired) as expired, sum(i.cancelled) as cancelled
-    from insight_rewards i left join points_redemptions r on r.id = i.reward_id
-    where i.shop_id = ${shopId} and i.bucket >= ${from} and i.bucket < ${to}
+    from (${rollupRows(REWARDS, shopId, periods, interval, sql`${from}::timestamptz`, to)}) i left join points_redemptions r on r.id = i.reward_id
     group by i.reward_id, r.name, r.type
     order by sum(i.codes) desc, i.reward_id`.execute(db);
   const n = Number;
@@ -336,8 +391,8 @@ async function codeIntervals(
   to: Date,
 ): Promise<CodeIntervals> {
   const { rows } = await sql<{ reward_id: string; at: Date; codes: string; used: string; expired: string; cancelled: string }>`
-    select reward_id, ${intervalStart(periods, interval, sql`bucket`)} as at, sum(codes) as codes, sum(used) as used, sum(expired) as expired, sum(cancelled) as cancelled
-    from insight_rewards where shop_id = ${shopId} and bucket >= ${from} and bucket < ${to}
+    select reward_id, at, sum(codes) as codes, sum(used) as used, sum(expired) as expired, sum(cancelled) as cancelled
+    from (${rollupRows(REWARDS, shopId, periods, interval, sql`${from}::timestamptz`, to)}) i
     group by 1, 2
     having sum(codes) + sum(used) + sum(expired) + sum(cancelled) > 0
     order by 1, 2`.execute(db);
@@ -363,36 +418,44 @@ async function tierCounts(db: Queryable, shopId: string): Promise<TierCount[]> {
   return rows.map((r) => ({ tierId: r.id, name: r.name, members: Number(r.members) }));
 }
 
-const BUCKET_COLUMNS = ['issued_orders', 'issued_rules', 'issued_manual', 'issued_referrals', 'removed_manual', 'redeemed', 'expired', 'clawed_back', 'pending', 'active_members', 'members'];
-const REWARD_COLUMNS = ['codes', 'points', 'discount', 'used', 'expired', 'cancelled'];
-
 /**
  * Folds the stripes of every bucket that ended before `before` into one row (stripe -1), in
- * batches, so a series reads one row per past bucket however many connections wrote it. Exact
- * under live writes: the striped rows are deleted and their sums added in one statement, and a
- * late write to a folded bucket makes a new striped row, folded by a later run. In the retention
- * loop (hourly); resolves to the striped rows folded.
+ * batches, so an hourly series reads one row per past bucket however many connections wrote it;
+ * and adds them to the shop's local days, which day series and the balance before a range read
+ * instead of their buckets. Exact under live writes and concurrent runs: the striped rows are
+ * deleted and their sums added in one statement (a second run finds them deleted), and a late
+ * write to a folded bucket makes a new striped row, folded by a later run. In the retention loop
+ * (hourly); resolves to the striped rows folded.
  */
 export async function compactInsights(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
   let folded = 0;
-  for (const [table, keys, columns] of [
-    ['insight_buckets', ['shop_id', 'bucket'], BUCKET_COLUMNS],
-    ['insight_rewards', ['shop_id', 'bucket', 'reward_id'], REWARD_COLUMNS],
-  ] as const) {
+  for (const r of [LEDGER, REWARDS]) {
     folded += await purgeInBatches<true>(options, async (_position, limit) => {
+      const keys = ['shop_id', 'bucket', ...r.keys];
       const list = sql.join(keys.map((k) => sql.ref(k)));
-      const sums = sql.join(columns.map((c) => sql`sum(${sql.ref(c)})`));
+      const columns = sql.join(r.columns.map((c) => sql.ref(c)));
+      const sums = sql.join(r.columns.map((c) => sql`sum(${sql.ref(c)}) as ${sql.ref(c)}`));
+      const add = (alias: string) => sql.join(r.columns.map((c) => sql`${sql.ref(c)} = ${sql.ref(`${alias}.${c}`)} + excluded.${sql.ref(c)}`));
+      const dayKeys = sql.join(['shop_id', 'day', ...r.keys].map((k) => sql.ref(k)));
       const { rows } = await sql<{ n: string }>`
         with striped as (
-          select ${list} from ${sql.table(table)} where stripe >= 0 and bucket < ${before} order by bucket, shop_id limit ${limit}
+          select ${list} from ${sql.table(r.table)} where stripe >= 0 and bucket < ${before} order by bucket, shop_id limit ${limit}
         ), gone as (
-          delete from ${sql.table(table)} t using (select distinct * from striped) k
+          delete from ${sql.table(r.table)} t using (select distinct * from striped) k
           where ${sql.join(keys.map((k) => sql`t.${sql.ref(k)} = k.${sql.ref(k)}`), sql` and `)} and t.stripe >= 0
           returning t.*
+        ), buckets as (
+          select ${list}, ${sums} from gone group by ${list}
         ), folded as (
-          insert into ${sql.table(table)} as f (${list}, stripe, ${sql.join(columns.map((c) => sql.ref(c)))})
-          select ${list}, -1, ${sums} from gone group by ${list}
-          on conflict (${list}, stripe) do update set ${sql.join(columns.map((c) => sql`${sql.ref(c)} = f.${sql.ref(c)} + excluded.${sql.ref(c)}`))}
+          insert into ${sql.table(r.table)} as f (${list}, stripe, ${columns})
+          select ${list}, -1, ${columns} from buckets
+          on conflict (${list}, stripe) do update set ${add('f')}
+        ), days as (
+          -- Rows in key order, as the writers of days take them.
+          insert into ${sql.table(r.days)} as d (${dayKeys}, ${columns})
+          select * from (select shop_id, insight_day_start(shop_id, bucket) as day, ${sql.join([...r.keys.map((k) => sql.ref(k)), sums])} from buckets group by ${dayKeys}) g
+          order by ${dayKeys}
+          on conflict (${dayKeys}) do update set ${add('d')}
         )
         select count(*) as n from gone`.execute(db);
       const n = Number(rows[0]!.n);

@@ -57,7 +57,9 @@ export const SHOP_TABLES: ReadonlyArray<{ table: string; via: 'shop' } | { table
   // Last: deleting the ledger and customers above writes their insight rows.
   { table: 'insight_active_days', via: 'shop' },
   { table: 'insight_buckets', via: 'shop' },
+  { table: 'insight_days', via: 'shop' },
   { table: 'insight_rewards', via: 'shop' },
+  { table: 'insight_reward_days', via: 'shop' },
 ];
 
 /** The shop's rows of one listed table, as `t` (its ctid, its columns): every query scoped by the shop. */
