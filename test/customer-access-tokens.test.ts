@@ -1,6 +1,10 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { authenticateCustomerToken } from '../src/domain/customers/customer-access-tokens.js';
-import { startTestApp, type TestApp } from './helpers.js';
+import { authenticateCustomerToken, CUSTOMER_TOKEN_CACHE_TTL_MS } from '../src/domain/customers/customer-access-tokens.js';
+import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { until } from './live-helpers.js';
+
+const REDIS_URL = process.env.TEST_REDIS_URL;
 
 let t: TestApp;
 let shop: { shopId: string; apiKey: string };
@@ -85,6 +89,8 @@ describe('customer access tokens', () => {
     const second = await create({ customerIdentifier: 'bob', expiresInSeconds: 600 });
     const ada = await create({ customerIdentifier: 'ada' });
     const otherShops = await create({ customerIdentifier: 'ada' }, other.apiKey);
+    // Each used first: trusted from this process's cache until the revocation.
+    for (const token of [first, second, ada, otherShops]) expect(await authenticateCustomerToken(db(), token.accessToken)).not.toBeNull();
     const revoked = (await t.graphql(shop.apiKey, REVOKE, { input: { customerIdentifier: 'bob' } })).data.customerAccessTokensRevoke;
     // Bob's two, and the REST one of the first test.
     expect(revoked).toEqual({ revokedCount: 3, userErrors: [] });
@@ -100,5 +106,88 @@ describe('customer access tokens', () => {
   it('shows the token only in the create answer, never cached', async () => {
     const res = await t.post('/graphql', { query: CREATE, variables: { input: { customerIdentifier: 'ada' } } }, shop.apiKey);
     expect(res.headers.get('cache-control')).toBe('no-store');
+  });
+});
+
+describe.skipIf(!onPostgres || !REDIS_URL)('two instances on PostgreSQL + Redis', () => {
+  let database: Awaited<ReturnType<typeof isolatedPostgresUrl>>;
+  let one: TestApp;
+  let two: TestApp;
+  beforeAll(async () => {
+    database = await isolatedPostgresUrl();
+    const env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}:`, STOREFRONT_RATE_PER_IP: '100000' };
+    one = await startTestApp(env);
+    two = await startTestApp(env);
+  });
+  afterAll(async () => {
+    await two?.stop();
+    await one?.stop();
+    await database?.drop();
+  });
+
+  const ORIGIN = 'https://shop.example';
+  /** The status of a storefront `me` on `app` with the token (and the page's Origin). */
+  const me = async (app: TestApp, token: string, origin?: string) =>
+    (await fetch(`${app.url}/storefront/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, ...(origin ? { origin } : {}) },
+      body: JSON.stringify({ query: '{ me { points } }' }),
+    })).status;
+
+  it('a token ended on one instance is refused at once there and on the other before its cache there would expire: revoked, erased, the origins changed', async () => {
+    const s = await one.shop('Ended everywhere');
+    expect((await one.graphql(s.apiKey, 'mutation($o: [String!]) { shopSettingsUpdate(input: { storefrontOrigins: $o }) { userErrors { code } } }', { o: [ORIGIN] })).data.shopSettingsUpdate.userErrors).toEqual([]);
+    const tokenOf = async (customer: string) => {
+      await one.customer(s.shopId, customer, 10);
+      return (await one.graphql(s.apiKey, CREATE, { input: { customerIdentifier: customer } })).data.customerAccessTokenCreate.accessToken as string;
+    };
+    /**
+     * Uses the token on both instances (each caches it), ends it on one with `end`, and returns
+     * how long after the first use on two (its cache entry is younger) two took to refuse it.
+     */
+    const endedWithin = async (token: string, end: () => Promise<void>, refused: () => Promise<boolean>) => {
+      const usedAt = Date.now();
+      expect(await me(two, token, ORIGIN)).toBe(200);
+      expect(await me(one, token, ORIGIN)).toBe(200);
+      await end();
+      await until(refused, CUSTOMER_TOKEN_CACHE_TTL_MS, 'instance two refusing the token');
+      return Date.now() - usedAt;
+    };
+
+    const revoked = await tokenOf('ada');
+    const afterRevocation = await endedWithin(
+      revoked,
+      async () => {
+        expect((await one.graphql(s.apiKey, REVOKE, { input: { customerIdentifier: 'ada' } })).data.customerAccessTokensRevoke.revokedCount).toBe(1);
+        expect(await me(one, revoked)).toBe(401);
+      },
+      async () => (await me(two, revoked)) === 401,
+    );
+
+    const erased = await tokenOf('bob');
+    const afterErasure = await endedWithin(
+      erased,
+      async () => {
+        const res = await one.graphql(s.apiKey, 'mutation { customerErase(input: { customerIdentifier: "bob" }) { revokedTokens userErrors { code } } }');
+        expect(res.data.customerErase).toEqual({ revokedTokens: 1, userErrors: [] });
+        expect(await me(one, erased)).toBe(401);
+      },
+      async () => (await me(two, erased)) === 401,
+    );
+
+    // New origins: the old one is refused and the new one let in, as on the instance that changed them.
+    const moved = await tokenOf('cy');
+    const NEW_ORIGIN = 'https://new.shop.example';
+    const afterOrigins = await endedWithin(
+      moved,
+      async () => {
+        await one.graphql(s.apiKey, 'mutation($o: [String!]) { shopSettingsUpdate(input: { storefrontOrigins: $o }) { userErrors { code } } }', { o: [NEW_ORIGIN] });
+        expect([await me(one, moved, ORIGIN), await me(one, moved, NEW_ORIGIN)]).toEqual([403, 200]);
+      },
+      async () => (await me(two, moved, ORIGIN)) === 403 && (await me(two, moved, NEW_ORIGIN)) === 200,
+    );
+
+    console.log(`two instances: tokens refused on the other instance ${afterRevocation} (revoked), ${afterErasure} (erased), ${afterOrigins} (origins) ms after their first use there`);
+    for (const ms of [afterRevocation, afterErasure, afterOrigins]) expect(ms).toBeLessThan(CUSTOMER_TOKEN_CACHE_TTL_MS);
   });
 });

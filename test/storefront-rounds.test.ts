@@ -4,9 +4,9 @@ import { startTestApp, type TestApp } from './helpers.js';
 
 /**
  * Issue 38, item 5: the storefront's first view (balance, tier, progress and rewards) is one round
- * of batched queries after the token's: every statement of that round is sent before the first
- * one's answer comes back. A Kysely plugin sees each statement when it is sent and when it
- * answers; WORKER=off, so nothing in the background speaks meanwhile.
+ * of two statements once the token is cached (CUSTOMER_TOKEN_CACHE_TTL_MS): every statement of that
+ * round is sent before the first one's answer comes back. A Kysely plugin sees each statement when
+ * it is sent and when it answers; WORKER=off, so nothing in the background speaks meanwhile.
  */
 
 type Event = { kind: 'sent' | 'answered'; id: object };
@@ -23,11 +23,14 @@ const watcher: KyselyPlugin = {
 };
 
 let t: TestApp;
+let apiKey: string;
 let token: string;
 
 beforeAll(async () => {
   t = await startTestApp({ WORKER: 'off', STOREFRONT_RATE_PER_CUSTOMER: '1000', STOREFRONT_RATE_PER_IP: '100000' }, { databasePlugins: [watcher] });
-  const { apiKey, shopId } = await t.shop('Rounds shop');
+  const shop = await t.shop('Rounds shop');
+  apiKey = shop.apiKey;
+  const { shopId } = shop;
   for (const [name, threshold] of [['Silver', '500'], ['Gold', '2000']]) {
     const res = await t.graphql(apiKey, 'mutation($input: TierCreateInput!) { tierCreate(input: $input) { userErrors { code } } }', { input: { name, threshold, multiplier: '1.5' } });
     expect(res.data.tierCreate.userErrors).toEqual([]);
@@ -76,23 +79,46 @@ function rounds(seen: Event[]): number[] {
   return sizes;
 }
 
-it("the first view (balance, tier, progress, rewards) is the token's read, then one round", async () => {
-  const { events: seen, data } = await watch('{ me { points pendingPoints tier { tier { name } } tierProgress { current next { name } remaining } } rewards(first: 10) { edges { node { name redeemable } } } }');
+const FIRST_VIEW = '{ me { points pendingPoints tier { tier { name } } tierProgress { current next { name } remaining } } rewards(first: 10) { edges { node { name redeemable } } } }';
+
+it("the first view (balance, tier, progress, rewards) is one round of two statements, the token's read first when it is not cached", async () => {
+  // A token not seen for CUSTOMER_TOKEN_CACHE_TTL_MS is read first, in a round of its own.
+  expect(rounds((await watch(FIRST_VIEW)).events)).toEqual([1, 2]);
+  const { events: seen, data } = await watch(FIRST_VIEW);
   expect(data.me).toEqual({ points: 700, pendingPoints: 0, tier: { tier: { name: 'Silver' } }, tierProgress: { current: '700', next: { name: 'Gold' }, remaining: '1300' } });
   expect(data.rewards.edges.map((e: any) => e.node)).toEqual([
     { name: '$1 off', redeemable: true },
     { name: '$2 off', redeemable: true },
     { name: '$3 off', redeemable: false },
   ]);
-  // The token with its customer's record (for `me` and for the balance the rewards are judged by),
-  // then two statements at once: the standing with the ladder, and the rewards.
+  // The token cached, two statements at once: the customer's record with their standing and the
+  // ladder (for `me` and for the balance the rewards are judged by), and the rewards.
   const sizes = rounds(seen);
-  expect(sizes, JSON.stringify(sizes)).toEqual([1, 2]);
+  expect(sizes, JSON.stringify(sizes)).toEqual([2]);
+});
+
+it('asked with the rewards first, it is still one round: the record with the rewards\' balance, the standing beside it', async () => {
+  const query = '{ rewards(first: 10) { edges { node { redeemable } } } me { points tier { tier { name } } } }';
+  await watch(query);
+  const { events: seen, data } = await watch(query);
+  expect(data.me).toEqual({ points: 700, tier: { tier: { name: 'Silver' } } });
+  expect(rounds(seen)).toEqual([3]);
 });
 
 it('a view without the tier reads none of it', async () => {
+  await watch('{ me { points } }');
   const { events: seen, data } = await watch('{ me { points } }');
   expect(data.me).toEqual({ points: 700 });
-  // The token's read has the customer's record: nothing more to ask.
+  // The token cached: the customer's record alone.
   expect(rounds(seen)).toEqual([1]);
+});
+
+it("reads the customer's record afresh, the token cached: a change of balance shows in the very next view", async () => {
+  expect((await watch(FIRST_VIEW)).data.me.points).toBe(700);
+  expect((await t.post('/rest-api/v1/points/add', { customerIdentifier: 'ada', amount: 1400 }, apiKey)).status).toBe(200);
+  const { events: seen, data } = await watch(FIRST_VIEW);
+  expect(rounds(seen)).toEqual([2]);
+  expect(data.me).toMatchObject({ points: 2100, tier: { tier: { name: 'Gold' } }, tierProgress: { current: '2100', next: null } });
+  expect(data.rewards.edges.map((e: any) => e.node.redeemable)).toEqual([true, true, true]);
+  expect((await watch('{ me { points } }')).data.me.points).toBe(2100);
 });

@@ -7,7 +7,8 @@ export type Trx = Transaction<Database>;
 /** Either the database or an open transaction: domain reads accept both. */
 export type Queryable = DB | Trx;
 
-const commitHooks = new WeakMap<Trx, Array<() => void>>();
+// Each transaction opened by inTransaction: its database handle and its after-commit hooks.
+const opened = new WeakMap<Trx, { db: DB; hooks: Array<() => void> }>();
 
 /**
  * Runs `fn` in one transaction. Hooks registered on it with `afterCommit` run once the commit has
@@ -16,11 +17,17 @@ const commitHooks = new WeakMap<Trx, Array<() => void>>();
 export async function inTransaction<T>(db: DB, fn: (trx: Trx) => Promise<T>): Promise<T> {
   const hooks: Array<() => void> = [];
   const result = await db.transaction().execute((trx) => {
-    commitHooks.set(trx, hooks);
+    opened.set(trx, { db, hooks });
     return fn(trx);
   });
   for (const hook of hooks) hook();
   return result;
+}
+
+function openedBy(trx: Trx, what: string) {
+  const found = opened.get(trx);
+  if (!found) throw new Error(`${what} needs a transaction opened with inTransaction`);
+  return found;
 }
 
 /**
@@ -30,7 +37,10 @@ export async function inTransaction<T>(db: DB, fn: (trx: Trx) => Promise<T>): Pr
  */
 export function afterCommit(db: Queryable, hook: () => void): void {
   if (!db.isTransaction) return hook();
-  const hooks = commitHooks.get(db as Trx);
-  if (!hooks) throw new Error('afterCommit needs a transaction opened with inTransaction');
-  hooks.push(hook);
+  openedBy(db as Trx, 'afterCommit').hooks.push(hook);
+}
+
+/** The database handle `db` is, or its transaction was opened on (by inTransaction): what per-process caches are kept by. */
+export function handleOf(db: Queryable): DB {
+  return db.isTransaction ? openedBy(db as Trx, 'handleOf').db : (db as DB);
 }

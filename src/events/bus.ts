@@ -2,6 +2,7 @@ import { getEventListeners, setMaxListeners } from 'node:events';
 import { createRedisEventTarget } from '@graphql-yoga/redis-event-target';
 import type { PubSubEventTarget } from 'graphql-yoga';
 import { Redis } from 'ioredis';
+import type { CustomerTokenScope } from '../domain/customers/index.js';
 import { RuleViolationError } from '../domain/kernel/index.js';
 import type { ApiKeyRef } from '../domain/shops/index.js';
 import type { Logger } from '../logger.js';
@@ -15,6 +16,12 @@ import { createSubscriptionSlots, type SubscriptionSlots } from './subscription-
  */
 export type SubscriptionOwner = { shopId: string; apiKeyId: string; customerId?: string };
 
+/**
+ * What a revocation ends: an API key, or customer access tokens (one customer's, or every one of a
+ * shop's). Every instance forgets it from its caches; an API key's subscriptions and sockets end too.
+ */
+export type Revocation = { apiKey: ApiKeyRef } | { customerTokens: CustomerTokenScope };
+
 /** Slots counted per shop and per customer at once (the storefront's): null when either is at its limit. */
 export type CustomerSlots = { acquire(shopId: string, customerId: string): Promise<(() => void) | null> };
 
@@ -22,7 +29,8 @@ export type CustomerSlots = { acquire(shopId: string, customerId: string): Promi
  * Committed events, fanned out to the live (GraphQL) subscribers of every instance: an in-memory
  * EventTarget when there is one instance, Redis pub/sub (one channel per shop, Yoga's Redis
  * event target) when REDIS_URL is set. Payloads are the plain-JSON webhook envelope both ways.
- * Revocations of API keys travel the same way, so every instance ends what a revoked key holds.
+ * Revocations of API keys and customer access tokens travel the same way, so every instance ends
+ * what a revoked credential holds.
  */
 export type EventBus = {
   /** Registered with the outbox relay: publishes each batch once it has committed. */
@@ -39,13 +47,13 @@ export type EventBus = {
   /** The storefront's graphql-ws sockets, per shop and per customer. */
   storefrontSocketSlots: CustomerSlots;
   /**
-   * Tells every instance (this one at once) that the key was revoked: the live subscriptions
-   * opened with it end, and the `onRevoked` listeners hear of it. Never rejects: a failure to
-   * reach Redis is logged (other instances then stop trusting the key within the key cache's TTL).
+   * Tells every instance (this one at once) of the revocation: the live subscriptions opened with
+   * a revoked key end, and the `onRevoked` listeners hear of it. Never rejects: a failure to reach
+   * Redis is logged (other instances then stop trusting the credential within its cache's TTL).
    */
-  announceRevocation(key: ApiKeyRef): Promise<void>;
+  announceRevocation(revocation: Revocation): Promise<void>;
   /** Calls `listener` for every revocation announced on any instance; returns the unsubscribe. */
-  onRevoked(listener: (key: ApiKeyRef) => void): () => void;
+  onRevoked(listener: (revocation: Revocation) => void): () => void;
   /** Whether a revocation of this key was announced since this instance started. */
   wasRevoked(apiKeyId: string): boolean;
   /** Ids of the API keys that hold live subscriptions on this instance. */
@@ -130,7 +138,8 @@ export function createEventBus(options: {
 }): EventBus {
   const { logger, subscriptionsPerShop } = options;
   const channelOf = (shopId: string) => `${options.keyPrefix}events:${shopId}`;
-  const revocationsChannel = `${options.keyPrefix}api-key-revocations`;
+  // Renamed from `api-key-revocations` with the messages' shape: an older instance hears none, misreads none.
+  const revocationsChannel = `${options.keyPrefix}revocations`;
   // Connecting in the background: with Redis down the server still starts and serves; live
   // events pause (the relay logs each failed publish) and resume once Redis is back.
   const redis = options.redisUrl
@@ -189,28 +198,34 @@ export function createEventBus(options: {
   const live = new Map<{ end(): void }, string>();
   let closed = false;
 
-  const revocationListeners = new Set<(key: ApiKeyRef) => void>();
+  const revocationListeners = new Set<(revocation: Revocation) => void>();
   // Ids of the keys revoked since this instance started (a revoked key stays revoked; a few bytes
   // each): a subscription or socket authenticated just before a revocation, and registered just
   // after it, is refused instead of outliving it.
   const revokedKeys = new Set<string>();
-  const revoked = (key: ApiKeyRef) => {
-    revokedKeys.add(key.id);
-    for (const [subscription, apiKeyId] of live) if (apiKeyId === key.id) subscription.end();
-    for (const listener of revocationListeners) listener(key);
+  const revoked = (revocation: Revocation) => {
+    if ('apiKey' in revocation) {
+      revokedKeys.add(revocation.apiKey.id);
+      for (const [subscription, apiKeyId] of live) if (apiKeyId === revocation.apiKey.id) subscription.end();
+    }
+    for (const listener of revocationListeners) listener(revocation);
   };
   // The same event target carries revocations on their own channel. On Redis this instance hears
   // its own announcements too; handling one twice changes nothing.
-  const revocations = target as unknown as PubSubEventTarget<Record<string, [key: ApiKeyRef]>>;
+  const revocations = target as unknown as PubSubEventTarget<Record<string, [revocation: Revocation]>>;
   revocations.addEventListener(revocationsChannel, (event) => revoked(event.detail));
 
-  async function announceRevocation(key: ApiKeyRef): Promise<void> {
+  async function announceRevocation(revocation: Revocation): Promise<void> {
     if (closed) return;
-    const ref = { id: key.id, prefix: key.prefix };
-    if (!redis) return void revocations.dispatchEvent(new CustomEvent(revocationsChannel, { detail: ref }));
-    revoked(ref);
-    await redis.publisher.publish(revocationsChannel, JSON.stringify(ref)).catch((err) => {
-      logger.warn({ err, apiKey: ref.prefix }, 'event bus: could not announce an API key revocation to other instances');
+    // Only what names the credential travels (an ApiKeyInfo given here carries its dates too).
+    const message: Revocation =
+      'apiKey' in revocation
+        ? { apiKey: { id: revocation.apiKey.id, prefix: revocation.apiKey.prefix } }
+        : { customerTokens: { shopId: revocation.customerTokens.shopId, customerId: revocation.customerTokens.customerId } };
+    if (!redis) return void revocations.dispatchEvent(new CustomEvent(revocationsChannel, { detail: message }));
+    revoked(message);
+    await redis.publisher.publish(revocationsChannel, JSON.stringify(message)).catch((err) => {
+      logger.warn({ err, revocation: message }, 'event bus: could not announce a revocation to other instances');
     });
   }
 

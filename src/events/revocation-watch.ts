@@ -29,7 +29,7 @@ export function watchRevocations(options: {
     if (running || ids.length + sessionIds.length === 0) return;
     running = true;
     try {
-      for (const key of await revokedApiKeys(db, ids)) await bus.announceRevocation(key);
+      for (const apiKey of await revokedApiKeys(db, ids)) await bus.announceRevocation({ apiKey });
       sessions.ended(await endedStaffSessions(db, sessionIds, sessions.now()));
     } catch (err) {
       // The database is down or busy: the next tick tries again.

@@ -6,7 +6,7 @@ import type { FastifyReply } from 'fastify';
 import { GraphQLError } from 'graphql';
 import type { DB } from '../db/database.js';
 import { type Actor, apiKeyActor, staffActor } from '../domain/audit/index.js';
-import type { Customer, TokenHolder } from '../domain/customers/index.js';
+import type { TokenHolder } from '../domain/customers/index.js';
 import type { MailDeps } from '../domain/mail/index.js';
 import type { ApiKeyRef, Shop } from '../domain/shops/index.js';
 import type { StaffSession } from '../domain/staff/index.js';
@@ -23,7 +23,6 @@ export type ServerContext = {
     shop: Shop | null;
     apiKey?: ApiKeyRef | null;
     customer?: TokenHolder | null;
-    tokenCustomer?: Customer | null;
     staff?: StaffSession | null;
     protocol?: string;
     host?: string;
@@ -48,8 +47,6 @@ export type GraphQLContext = {
   now: () => Date;
   /** /storefront/graphql: the customer access token's holder; every field answers for this customer only. */
   customer: TokenHolder | null;
-  /** /storefront/graphql over HTTP: the customer's record, read with the token for this request (`me`, the rewards' balance). */
-  tokenCustomer: Customer | null;
   webhooks: WebhookSubscriptionDeps;
   /** Committed events, for subscriptions. */
   bus: EventBus;

@@ -167,7 +167,7 @@ builder.mutationFields((t) => ({
     resolve: (_root, { input }, ctx) =>
       withUserErrors(async () => {
         const apiKey = await revokeApiKeyOnRequest(ctx.db, ctx.shop.id, input, ctx.apiKey, actorOf(ctx));
-        await ctx.bus.announceRevocation(apiKey);
+        await ctx.bus.announceRevocation({ apiKey });
         return { apiKey };
       }),
   }),

@@ -2,7 +2,7 @@ import { createContextCache } from '@pothos/core';
 import { pipe, Repeater } from 'graphql-yoga';
 import type { DB } from '../db/database.js';
 import { type Customer as CustomerShape, getCustomer, isTokenLive, toCustomer, type TokenHolder } from '../domain/customers/index.js';
-import { activeEligibilityOf, type RuleEligibility } from '../domain/program/index.js';
+import { activeEligibilityOf, type RuleEligibility, type TierStanding } from '../domain/program/index.js';
 import { listPointsRedemptions, redeemOwnPoints, referralCodeOf } from '../domain/rewards/index.js';
 import type { EventEnvelope } from '../events/outbox-relay.js';
 import { builder, type GraphQLContext, tokenHolder } from './builder.js';
@@ -13,7 +13,7 @@ import { EarningRule } from './earning-rule.js';
 import { PointsRedemptionConnection } from './redemption.js';
 import { ReferralCodeCreatePayload } from './referral.js';
 import { selectsAny } from './selections.js';
-import { preloadStanding } from './tier.js';
+import { preloadStanding, preloadWithStanding } from './tier.js';
 import { withUserErrors } from './user-errors.js';
 
 /**
@@ -25,15 +25,18 @@ const STOREFRONT_ONLY = { subGraphs: ['storefront' as const] };
 
 const me = (ctx: GraphQLContext) => ({ id: tokenHolder(ctx).customerId });
 
+type CustomerRead = { customer: Promise<CustomerShape>; standing?: Promise<TierStanding> };
+
 /**
  * The token's customer for the root fields that ask for it (`me`, and the balance `rewards` judges
- * by): over HTTP the record the token's read found; over a socket read once per operation, started
- * by the first field. Only query fields use it; a subscription reads the customer at each event.
+ * by): read afresh once per operation, started by the first of them (the token's identity is
+ * cached, its customer's record never is), in the standing's statement when that one is `me` asking
+ * for the tier. Only query fields use it; a subscription reads the customer at each event.
  */
-const tokenCustomers = createContextCache((_ctx: GraphQLContext) => ({ read: undefined as Promise<CustomerShape> | undefined }));
-function tokenCustomer(ctx: GraphQLContext): Promise<CustomerShape> {
+const tokenCustomers = createContextCache((_ctx: GraphQLContext) => ({ read: undefined as CustomerRead | undefined }));
+function tokenCustomer(ctx: GraphQLContext, withStanding = false): CustomerRead {
   const cached = tokenCustomers(ctx);
-  cached.read ??= ctx.tokenCustomer ? Promise.resolve(ctx.tokenCustomer) : getCustomer(ctx.db, ctx.shop.id, me(ctx)).then(toCustomer);
+  cached.read ??= withStanding ? preloadWithStanding(ctx, me(ctx).id) : { customer: getCustomer(ctx.db, ctx.shop.id, me(ctx)).then(toCustomer) };
   return cached.read;
 }
 
@@ -53,10 +56,14 @@ builder.queryFields((t) => ({
     ...STOREFRONT_ONLY,
     type: Customer,
     description: 'The customer of the access token.',
-    // The token names the customer, so the tier reads need not wait for the row: one round for the first view.
+    // The token names the customer, so the record and the standing are read at once, beside the
+    // rewards: one round for the first view.
     resolve: async (_root, _args, ctx, info) => {
-      const standing = selectsAny(info, ['tier', 'tierProgress']) ? preloadStanding(ctx, me(ctx).id) : undefined;
-      return { ...(await tokenCustomer(ctx)), standing };
+      const tiered = selectsAny(info, ['tier', 'tierProgress']);
+      const read = tokenCustomer(ctx, tiered);
+      // `rewards` asked first started the record alone: the standing is read beside it.
+      const standing = tiered ? (read.standing ?? preloadStanding(ctx, me(ctx).id)) : undefined;
+      return { ...(await read.customer), standing };
     },
   }),
   rewards: t.field({
@@ -65,7 +72,7 @@ builder.queryFields((t) => ({
     description: 'The shop\'s rewards by sortIndex, `redeemable` for this customer (active, affordable).',
     args: PAGE_ARGS,
     resolve: async (_root, args, ctx) =>
-      toConnection(await listPointsRedemptions(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), balance: tokenCustomer(ctx).then((c) => c.points) })),
+      toConnection(await listPointsRedemptions(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), balance: tokenCustomer(ctx).customer.then((c) => c.points) })),
   }),
   waysToEarn: t.field({
     ...STOREFRONT_ONLY,

@@ -1,7 +1,8 @@
 import { createContextCache } from '@pothos/core';
 import DataLoader from 'dataloader';
+import type { Customer as CustomerShape } from '../domain/customers/index.js';
 import {
-  clearTierOverride, createTier, type CustomerTier as CustomerTierShape, deleteTier, listTiers, overrideTier, type Tier as TierShape, TIER_METRICS, TIER_WINDOWS,
+  clearTierOverride, createTier, type CustomerTier as CustomerTierShape, customerWithStanding, deleteTier, listTiers, overrideTier, type Tier as TierShape, TIER_METRICS, TIER_WINDOWS,
   type TierOverride as TierOverrideShape, type TierOverrideResult, tierOverrides, type TierProgress as TierProgressShape, type TierSettings as TierSettingsShape,
   type TierStanding, tierStandings, updateTier,
 } from '../domain/program/index.js';
@@ -99,15 +100,25 @@ const standings = createContextCache(
 const standingOf = (customer: CustomerNode, ctx: GraphQLContext) => customer.standing ?? standings(ctx).load(customer._id);
 
 /**
- * Starts reading a customer's standing before the customer's row has come back (the storefront's
+ * Starts reading a customer's standing without waiting for anything else of theirs (the storefront's
  * `me` knows the id from the token), so the first view is one round. A parent that starts it must
- * have its fields asking for it: the rejection is left to them.
+ * have its fields asking for it: the rejection is left to them. Read now, not through the loader:
+ * its batch would wait a tick, past an embedded database's answers.
  */
 export function preloadStanding(ctx: GraphQLContext, customerId: string): Promise<TierStanding> {
-  // Read now, not through the loader: its batch would wait a tick, past an embedded database's answers.
-  const standing = tierStandings(ctx.db, ctx.shop.id, [customerId]).then(([one]) => one!);
-  standing.catch(() => {});
-  return standing;
+  return leftToFields(tierStandings(ctx.db, ctx.shop.id, [customerId]).then(([one]) => one!));
+}
+
+/** preloadStanding with the customer's record, read in the standing's statement. */
+export function preloadWithStanding(ctx: GraphQLContext, customerId: string): { customer: Promise<CustomerShape>; standing: Promise<TierStanding> } {
+  const read = customerWithStanding(ctx.db, ctx.shop.id, customerId);
+  return { customer: read.then((r) => r.customer), standing: leftToFields(read.then((r) => r.standing)) };
+}
+
+/** A read whose failure its fields report (when they run): not an unhandled rejection meanwhile. */
+function leftToFields<T>(read: Promise<T>): Promise<T> {
+  read.catch(() => {});
+  return read;
 }
 
 builder.objectFields(Customer, (t) => ({

@@ -129,11 +129,10 @@ export function createGraphQLServer(db: DB, logger: Logger, services: GraphQLSer
       if (face === 'admin') {
         // A machine's API key, or a person's session (its role checked per field: useStaffRoles).
         if (!req.shop || !(req.apiKey || req.staff)) throw unauthenticatedError(face);
-        return { ...common, shop: req.shop, apiKey: req.apiKey ?? null, staff: req.apiKey ? null : (req.staff ?? null), customer: null, tokenCustomer: null };
+        return { ...common, shop: req.shop, apiKey: req.apiKey ?? null, staff: req.apiKey ? null : (req.staff ?? null), customer: null };
       }
       if (!req.shop || !req.customer) throw unauthenticatedError(face);
-      // The record read with the token serves one HTTP request; a socket's operations read their own.
-      return { ...common, shop: req.shop, apiKey: null, staff: null, customer: req.customer, tokenCustomer: req.overWebSocket ? null : (req.tokenCustomer ?? null) };
+      return { ...common, shop: req.shop, apiKey: null, staff: null, customer: req.customer };
     },
     maskedErrors: {
       // Domain errors are meant for clients and carry the REST error code; the rest stays masked.

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { type DB, isDatabaseReachable } from '../db/database.js';
+import { announceEndedTokens, forgetCustomerTokens } from '../domain/customers/index.js';
 import type { MailDeps } from '../domain/mail/index.js';
 import { forgetApiKey } from '../domain/shops/index.js';
 import type { WebhookSubscriptionDeps } from '../domain/webhooks/index.js';
@@ -123,8 +124,10 @@ export async function createHttpServer(deps: {
   await app.register(restApi, { prefix: REST_PREFIX, db, rateLimiter, webhooks, sessionDownloads: staffDownloadDoor(staff, REST_SESSION_DOWNLOADS) });
   await app.register(shopifyWebhookRoutes, { db, secrets: webhooks.secrets });
 
-  // A key revoked on any instance is forgotten here at once, not after the key cache's TTL.
-  bus.onRevoked((key) => forgetApiKey(db, key.prefix));
+  // A key or tokens revoked on any instance are forgotten here at once, not after their cache's TTL;
+  // tokens ended here, by a request or by due work, are announced to the other instances.
+  bus.onRevoked((revocation) => ('apiKey' in revocation ? forgetApiKey(db, revocation.apiKey.prefix) : forgetCustomerTokens(db, revocation.customerTokens)));
+  announceEndedTokens(db, (customerTokens) => void bus.announceRevocation({ customerTokens }));
   const services = { rateLimiter, storefrontLimiter, webhooks, bus, shopifyAdmin, mail: deps.mail, publicUrl: deps.publicUrl, now: deps.now, shopDeletionGraceDays: deps.shopDeletionGraceDays };
   const yoga = createGraphQLServer(db, logger, services, 'admin');
   const storefrontYoga = createGraphQLServer(db, logger, services, 'storefront');

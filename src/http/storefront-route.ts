@@ -73,7 +73,6 @@ export function registerStorefront(app: FastifyInstance, deps: { db: DB; yoga: R
     request.shop = identity.shop;
     request.apiKey = null;
     request.customer = identity.holder;
-    request.tokenCustomer = identity.customer;
   };
 
   app.route({

@@ -57,7 +57,9 @@ export function attachGraphQLWebSocket(
   // The open admin sockets by the API key, or the staff session, they authenticated with.
   const byKey = socketsBy();
   const bySession = socketsBy();
-  const stopHearingRevocations = bus.onRevoked((key) => byKey.close(key.id, 'Forbidden: the API key was revoked'));
+  const stopHearingRevocations = bus.onRevoked((revocation) => {
+    if ('apiKey' in revocation) byKey.close(revocation.apiKey.id, 'Forbidden: the API key was revoked');
+  });
   const served = new Map(faces.map((face) => [face.yoga.graphqlEndpoint, serve(face)]));
 
   server.on('upgrade', (request, socket, head) => {

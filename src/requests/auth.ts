@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { DB } from '../db/database.js';
-import type { Customer, TokenHolder } from '../domain/customers/index.js';
+import type { TokenHolder } from '../domain/customers/index.js';
 import { type ApiKeyRef, authenticateApiKey, type Identity, type Shop } from '../domain/shops/index.js';
 import type { StaffSession } from '../domain/staff/index.js';
 import { UnauthorizedError } from './errors.js';
@@ -13,8 +13,6 @@ declare module 'fastify' {
     apiKey: ApiKeyRef | null;
     /** /storefront/graphql: the customer access token's holder (src/http/storefront-route.ts); unset elsewhere. */
     customer?: TokenHolder | null;
-    /** /storefront/graphql over HTTP: the holder's record as the token's read found it, for this request's fields. */
-    tokenCustomer?: Customer | null;
     /** /graphql: the staff session a cookie (with its CSRF token) authenticated (src/http/staff-session.ts); unset elsewhere. */
     staff?: StaffSession | null;
   }

@@ -2,9 +2,9 @@
 // holds for one of them. Their points are the ledger's.
 
 export {
-  authenticateCustomerToken, createCustomerAccessToken, type CustomerAccessToken, customerAccessTokenInputSchema,
-  customerAccessTokensRevokeInputSchema, isStorefrontOrigin, isTokenLive, purgeExpiredCustomerAccessTokens,
-  revokeCustomerAccessTokens, type TokenHolder,
+  announceEndedTokens, authenticateCustomerToken, createCustomerAccessToken, type CustomerAccessToken, customerAccessTokenInputSchema,
+  customerAccessTokensRevokeInputSchema, type CustomerTokenScope, endCustomerTokens, forgetCustomerTokens, isStorefrontOrigin, isTokenLive,
+  purgeExpiredCustomerAccessTokens, revokeCustomerAccessTokens, type TokenHolder,
 } from './customer-access-tokens.js';
 export {
   type Customer, customerIdentifierSchema, customerInputSchema, type CustomerKey, customerNotFound,

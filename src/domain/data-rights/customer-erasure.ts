@@ -2,7 +2,7 @@ import type { DB } from '../../db/database.js';
 import { inTransaction, type Trx } from '../../db/transaction.js';
 import { type Actor, recordAudit, redactAuditValues } from '../audit/index.js';
 import { endCode } from '../codes/index.js';
-import { type Customer, type CustomerKey, getCustomer, toCustomer } from '../customers/index.js';
+import { type Customer, type CustomerKey, endCustomerTokens, getCustomer, toCustomer } from '../customers/index.js';
 import { parseInput, recordEvent, redactEvents, type Redactions } from '../kernel/index.js';
 import { forgetMailRecipient } from '../mail/index.js';
 import { forgetShopifyCustomer } from '../shopify/index.js';
@@ -39,6 +39,7 @@ export async function eraseCustomerIn(trx: Trx, shopId: string, customerIdentifi
   const codes = await trx.selectFrom('discount_codes').selectAll().where('customer_id', '=', row.id).where('status', '=', 'issued').orderBy('id').forUpdate().skipLocked().execute();
   for (const code of codes) await endCode(trx, code, { status: 'cancelled', at: now });
   const revoked = await trx.updateTable('customer_access_tokens').set({ revoked_at: now }).where('customer_id', '=', row.id).where('revoked_at', 'is', null).executeTakeFirst();
+  if (revoked.numUpdatedRows > 0n) endCustomerTokens(trx, { shopId, customerId: row.id });
 
   const purgedDeliveries = await purgeDeliveriesCarrying(trx, shopId, personalMarks(row), now);
   const redactions = redactionsOf(row, tombstone);

@@ -1,7 +1,9 @@
 // The kernel: what every capability shares and none owns: errors, ids, money, validation, pages,
-// the outbox's event catalog, a shop's calendar, and how due work is claimed and retried.
+// the outbox's event catalog, a shop's calendar, how due work is claimed and retried, and the
+// per-process cache of who a credential speaks for.
 
 export { nextDay, shopPeriods, startOfShopDay } from './calendar.js';
+export { credentialCache } from './credential-cache.js';
 export {
   ConflictError, DomainError, type FieldIssue, NotFoundError, RuleViolationError, UnauthenticatedError,
   ValidationError,

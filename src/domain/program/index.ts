@@ -19,7 +19,7 @@ export {
   clearTierOverride, overrideTier, placeTiers, shareTiersByName, tierOverrideEnd, type TierOverrideResult,
 } from './tier-overrides.js';
 export {
-  changeTierSettings, createTier, type CustomerTier, customerTiers, customerTierStatus, deleteTier, listTiers,
+  changeTierSettings, createTier, type CustomerTier, customerTiers, customerTierStatus, customerWithStanding, deleteTier, listTiers,
   type Tier, TIER_METRICS, TIER_WINDOWS, tierEvaluation, type TierOverride, tierOverrides, type TierProgress,
   type TierSettings, type TierStanding, tierStandings, tierSettingsSchema, updateTier,
 } from './tiers.js';

@@ -1,8 +1,9 @@
 import { type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
 import { type DB, PREPARED } from '../../db/database.js';
+import type { CustomerRow } from '../../db/schema.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
-import { customerIdentifierSchema, customerNotFound, matchesIdentifier } from '../customers/index.js';
+import { type Customer, customerIdentifierSchema, customerNotFound, matchesIdentifier, toCustomer } from '../customers/index.js';
 import { type Actor, changedFields, recordAudit } from '../audit/index.js';
 import { ConflictError, type DueWork, formatMoney, newId, nextDay, NotFoundError, parseInput, parseMoney, RuleViolationError, shopPeriods, ValidationError } from '../kernel/index.js';
 import { MAX_AMOUNT } from '../ledger/index.js';
@@ -345,11 +346,29 @@ export type TierStanding = { held: CustomerTier | null; progress: TierProgress }
  * tier_values, inlined with its windows, took 2.2 ms a call, thirty times running it (0.07 ms).
  */
 export async function tierStandings(db: Queryable, shopId: string, customerIds: readonly string[], now = new Date()): Promise<TierStanding[]> {
+  return standingsOf(await standingRows(db, shopId, customerIds, now, false), customerIds);
+}
+
+/**
+ * A customer's record with their standing, in the standing's statement: the storefront's `me`
+ * reads the record afresh at every request, and this way in the same round as its rewards.
+ */
+export async function customerWithStanding(db: Queryable, shopId: string, customerId: string, now = new Date()): Promise<{ customer: Customer; standing: TierStanding }> {
+  const rows = await standingRows(db, shopId, [customerId], now, true);
+  const row = rows.find((r) => r.customer_id === customerId);
+  if (!row) throw customerNotFound({ id: customerId });
+  return { customer: toCustomer(row as CustomerRow), standing: standingsOf(rows, [customerId])[0]! };
+}
+
+type StandingRow = { tier_metric: string; currency: string; ladder: LadderJson; customer_id: string | null; value: number | null; tier_id: string | null; since: Date | null };
+
+/** The standings' statement, one row per customer asked for; `withRecords`: each customer's own columns too (`c.*`). */
+async function standingRows(db: Queryable, shopId: string, customerIds: readonly string[], now: Date, withRecords: boolean): Promise<Array<StandingRow & Partial<CustomerRow>>> {
   // One customer (the storefront's me) as array[$1]: the generic plan of an array parameter counts
   // on ten elements, so PostgreSQL judged it dearer than a custom plan and planned every call.
   const ids = customerIds.length === 1 ? sql`array[${customerIds[0]}]` : sql`${[...customerIds]}::text[]`;
-  const { rows } = await sql<{ tier_metric: string; currency: string; ladder: LadderJson; customer_id: string | null; value: number | null; tier_id: string | null; since: Date | null }>`${sql.raw(PREPARED)}
-    select s.tier_metric, s.currency, l.ladder, c.id as customer_id, v.metric_value as value, m.tier_id, m.since
+  const { rows } = await sql<StandingRow & Partial<CustomerRow>>`${sql.raw(PREPARED)}
+    select s.tier_metric, s.currency, l.ladder, c.id as customer_id, v.metric_value as value, m.tier_id, m.since${withRecords ? sql`, c.*` : sql``}
     from shops s
     -- Once per query, not per customer (offset 0 keeps the planner from moving it into every row).
     cross join lateral (select ${ladderJson(sql`s.id`)} as ladder offset 0) l
@@ -357,6 +376,10 @@ export async function tierStandings(db: Queryable, shopId: string, customerIds: 
     left join customers c on c.id = v.member_id and c.shop_id = s.id
     left join tier_members m on m.customer_id = c.id
     where s.id = ${shopId}`.execute(db);
+  return rows;
+}
+
+function standingsOf(rows: StandingRow[], customerIds: readonly string[]): TierStanding[] {
   const program: Program = { metric: rows[0]!.tier_metric as Program['metric'], currency: rows[0]!.currency };
   const ladder = ladderRows(rows[0]!.ladder);
   const byCustomer = new Map(rows.filter((r) => r.customer_id !== null).map((r) => [r.customer_id!, r]));

@@ -4,6 +4,7 @@ import type { DB } from '../../db/database.js';
 import type { ShopsTable } from '../../db/schema.js';
 import { inTransaction, type Queryable } from '../../db/transaction.js';
 import { type Actor, changedFields, recordAudit } from '../audit/index.js';
+import { endCustomerTokens } from '../customers/index.js';
 import { startTimezonePeriod } from '../insights/index.js';
 import { currencySchema, NotFoundError, parseInput, retrySetAside, RuleViolationError, validationErrorFrom } from '../kernel/index.js';
 import { MAX_AMOUNT } from '../ledger/index.js';
@@ -236,6 +237,8 @@ export async function updateShopSettings(
     }
     if (before && before.expiry_mode !== after.expiry_mode) await switchExpiryMode(trx, shopId, after.expiry_mode as ExpirySettings['mode'], now);
     if (before && data.tiers) await changeTierSettings(trx, shopId, before, after, now);
+    // Every instance's cached tokens of the shop carry its former origins, which CORS checks.
+    if (data.storefrontOrigins) endCustomerTokens(trx, { shopId });
     if (prior && audit) await recordAudit(trx, shopId, audit.actor, { kind: audit.kind, subject: { type: 'shop', id: shopId }, ...changedFields(toSettings(prior), toSettings(after)) }, now);
     return after;
   });

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { DB } from '../../db/database.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
 import { type Actor, recordAudit } from '../audit/index.js';
+import { endCustomerTokens } from '../customers/index.js';
 import { type DueWork, NotFoundError, RuleViolationError } from '../kernel/index.js';
 import { SHOP_TABLES, shopRows } from './shop-tables.js';
 
@@ -111,6 +112,8 @@ async function deleteBatch(trx: Trx, shopId: string, from: number, limit: number
     // By ctid: every table, whatever its key, one index-scoped pick and a TID scan.
     const result = await sql`delete from ${t} where ctid = any(array(select t.ctid from ${shopRows(spec, shopId)} limit ${want}))`.execute(trx);
     const n = Number(result.numAffectedRows ?? 0);
+    // Tokens are trusted from each instance's cache for a while: they end with their rows, not after it.
+    if (n > 0 && spec.table === 'customer_access_tokens') endCustomerTokens(trx, { shopId });
     deleted += n;
     if (n === want) return { deleted, nextTable: i };
   }

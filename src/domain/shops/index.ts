@@ -2,6 +2,6 @@
 // shop's; nothing here knows what a shop's program holds.
 
 export {
-  type ApiKeyInfo, type ApiKeyRef, authenticateApiKey, createApiKey, createShop, findShop, forgetApiKey, getShop,
+  API_KEY_CACHE_TTL_MS, type ApiKeyInfo, type ApiKeyRef, authenticateApiKey, createApiKey, createShop, findShop, forgetApiKey, getShop,
   type Identity, listApiKeys, listShops, revokeApiKey, revokeApiKeyOnRequest, revokedApiKeys, type Shop,
 } from './shops.js';

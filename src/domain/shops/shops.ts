@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { DB } from '../../db/database.js';
 import { inTransaction, type Queryable, type Trx } from '../../db/transaction.js';
 import { type Actor, recordAudit } from '../audit/index.js';
-import { ConflictError, newId, NotFoundError, parseInput, randomString, RuleViolationError, sha256, singleFlight } from '../kernel/index.js';
+import { ConflictError, credentialCache, newId, NotFoundError, parseInput, randomString, RuleViolationError, sha256 } from '../kernel/index.js';
 
 export type Shop = { id: string; name: string; createdAt: Date };
 export type ApiKeyInfo = { id: string; prefix: string; createdAt: Date; revokedAt: Date | null };
@@ -161,32 +161,11 @@ const NO_MATCH = sha256('no such key');
  * this time (the CLI tells no one; src/events/revocation-watch.ts ends what such a key holds open).
  */
 export const API_KEY_CACHE_TTL_MS = 2_000;
-const API_KEY_CACHE_MAX = 10_000;
-
-type CachedKey = { identity: Identity; hash: Buffer; expiresAt: number };
-
-// One cache per database handle, so a handle opened later (a restart, a test) starts cold.
-// Keyed by the key's public prefix (unique), so a revocation forgets just that key; the entry
-// keeps the key's SHA-256, never the secret.
-const apiKeyCaches = new WeakMap<object, Map<string, CachedKey>>();
-// Bumped by every revocation in this process: a lookup that was running when one happened does
-// not cache its answer (it may have read the row just before the revocation).
-let revocations = 0;
-
-/** The map `maps` holds for this database handle, made on first use. */
-function perHandle<V>(maps: WeakMap<object, Map<string, V>>, db: Queryable): Map<string, V> {
-  let map = maps.get(db);
-  if (!map) {
-    map = new Map();
-    maps.set(db, map);
-  }
-  return map;
-}
+const apiKeys = credentialCache<Identity>({ ttlMs: API_KEY_CACHE_TTL_MS, max: 10_000 });
 
 /** Stops trusting the cached key with this prefix on this database handle: it was revoked. */
 export function forgetApiKey(db: Queryable, prefix: string): void {
-  revocations++;
-  perHandle(apiKeyCaches, db).delete(prefix);
+  apiKeys.forget(db, prefix);
 }
 
 /** Who presents this API key, or null for a malformed, unknown or revoked key. */
@@ -195,35 +174,16 @@ export async function authenticateApiKey(db: Queryable, apiKey: string): Promise
   if (!match) return null;
   const prefix = match[1]!;
   const hash = sha256(apiKey);
-  const cache = perHandle(apiKeyCaches, db);
-  const cached = cache.get(prefix);
-  // The prefix is unique: a cached key with another hash means a wrong secret, as the row would say.
-  if (cached && cached.expiresAt > Date.now()) return timingSafeEqual(cached.hash, hash) ? cached.identity : null;
-  if (cached) cache.delete(prefix);
-
-  return singleFlight(perHandle(apiKeyLookups, db), hash.toString('hex'), () => lookupApiKey(db, prefix, hash, cache));
-}
-
-const apiKeyLookups = new WeakMap<object, Map<string, Promise<Identity | null>>>();
-
-async function lookupApiKey(db: Queryable, prefix: string, hash: Buffer, cache: Map<string, CachedKey>): Promise<Identity | null> {
-  const now = Date.now();
-  const seen = revocations;
-  const row = await db
-    .selectFrom('api_keys')
-    .innerJoin('shops', 'shops.id', 'api_keys.shop_id')
-    .select(['api_keys.id as key_id', 'api_keys.key_hash', 'api_keys.revoked_at', 'shops.id', 'shops.name', 'shops.created_at'])
-    .where('api_keys.prefix', '=', prefix)
-    .executeTakeFirst();
-  const stored = row ? Buffer.from(row.key_hash, 'hex') : NO_MATCH;
-  // Compare hashes in constant time, and do the comparison even when no row matched.
-  const equal = timingSafeEqual(stored, hash);
-  if (!row || !equal || row.revoked_at) return null;
-  const identity: Identity = { shop: { id: row.id, name: row.name, createdAt: row.created_at }, apiKey: { id: row.key_id, prefix } };
-  // Only good keys are cached: a key created a moment ago elsewhere must work at once.
-  if (seen === revocations) {
-    if (cache.size >= API_KEY_CACHE_MAX) cache.delete(cache.keys().next().value!);
-    cache.set(prefix, { identity, hash, expiresAt: now + API_KEY_CACHE_TTL_MS });
-  }
-  return identity;
+  return apiKeys.authenticate(db, prefix, hash, async () => {
+    const row = await db
+      .selectFrom('api_keys')
+      .innerJoin('shops', 'shops.id', 'api_keys.shop_id')
+      .select(['api_keys.id as key_id', 'api_keys.key_hash', 'api_keys.revoked_at', 'shops.id', 'shops.name', 'shops.created_at'])
+      .where('api_keys.prefix', '=', prefix)
+      .executeTakeFirst();
+    // Compare hashes in constant time, and do the comparison even when no row matched.
+    const equal = timingSafeEqual(row ? Buffer.from(row.key_hash, 'hex') : NO_MATCH, hash);
+    if (!row || !equal || row.revoked_at) return null;
+    return { shop: { id: row.id, name: row.name, createdAt: row.created_at }, apiKey: { id: row.key_id, prefix } };
+  });
 }
