@@ -43,6 +43,7 @@ import * as lotDrawByIndex from './2026_11_28_037_lot_draw_by_index.js';
 import * as tierMetricTotals from './2026_11_28_038_tier_metric_totals.js';
 import * as activeMembersImports from './2026_11_28_040_active_members_imports.js';
 import * as insightDays from './2026_11_28_041_insight_days.js';
+import * as rewardsVersion from './2026_11_28_042_rewards_version.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -87,4 +88,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_28_038_tier_metric_totals': tierMetricTotals,
   '2026_11_28_040_active_members_imports': activeMembersImports,
   '2026_11_28_041_insight_days': insightDays,
+  '2026_11_28_042_rewards_version': rewardsVersion,
 };

@@ -23,6 +23,8 @@ export interface ShopsTable {
   pending_days: Defaulted<number>;
   /** Bumped by every change to what an order earns: place_order rules, currency, pending_days, earn_on_test_orders (order-first-states.ts caches by it). */
   program_version: Defaulted<number>;
+  /** Bumped by every write of the shop's points_redemptions (migration 2026_11_28_042's trigger): the storefront's cached reward pages are good while it holds. */
+  rewards_version: ColumnType<string, never, never>;
   /** What expires (src/domain/program/expiry.ts): 'none', 'inactivity' or 'per_earn'. */
   expiry_mode: Defaulted<string>;
   expiry_days: Defaulted<number>;

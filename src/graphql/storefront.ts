@@ -3,7 +3,7 @@ import { pipe, Repeater } from 'graphql-yoga';
 import type { DB } from '../db/database.js';
 import { type Customer as CustomerShape, getCustomer, isTokenLive, toCustomer, type TokenHolder } from '../domain/customers/index.js';
 import { activeEligibilityOf, type RuleEligibility, type TierStanding } from '../domain/program/index.js';
-import { listPointsRedemptions, redeemOwnPoints, referralCodeOf } from '../domain/rewards/index.js';
+import { redeemOwnPoints, referralCodeOf, storefrontRewards } from '../domain/rewards/index.js';
 import type { EventEnvelope } from '../events/outbox-relay.js';
 import { builder, type GraphQLContext, tokenHolder } from './builder.js';
 import { forwardPageArgs, PAGE_ARGS, toConnection } from './connections.js';
@@ -25,7 +25,7 @@ const STOREFRONT_ONLY = { subGraphs: ['storefront' as const] };
 
 const me = (ctx: GraphQLContext) => ({ id: tokenHolder(ctx).customerId });
 
-type CustomerRead = { customer: Promise<CustomerShape>; standing?: Promise<TierStanding> };
+type CustomerRead = { customer: Promise<CustomerShape>; standing?: Promise<TierStanding>; rewardsVersion?: Promise<string> };
 
 /**
  * The token's customer for the root fields that ask for it (`me`, and the balance `rewards` judges
@@ -72,7 +72,7 @@ builder.queryFields((t) => ({
     description: 'The shop\'s rewards by sortIndex, `redeemable` for this customer (active, affordable).',
     args: PAGE_ARGS,
     resolve: async (_root, args, ctx) =>
-      toConnection(await listPointsRedemptions(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), balance: tokenCustomer(ctx).customer.then((c) => c.points) })),
+      toConnection(await storefrontRewards(ctx.db, ctx.shop.id, { ...forwardPageArgs(args), balance: tokenCustomer(ctx).customer.then((c) => c.points), version: tokenCustomer(ctx).rewardsVersion })),
   }),
   waysToEarn: t.field({
     ...STOREFRONT_ONLY,

@@ -109,10 +109,13 @@ export function preloadStanding(ctx: GraphQLContext, customerId: string): Promis
   return leftToFields(tierStandings(ctx.db, ctx.shop.id, [customerId]).then(([one]) => one!));
 }
 
-/** preloadStanding with the customer's record, read in the standing's statement. */
-export function preloadWithStanding(ctx: GraphQLContext, customerId: string): { customer: Promise<CustomerShape>; standing: Promise<TierStanding> } {
+/** preloadStanding with the customer's record and the shop's rewards_version, read in the standing's statement. */
+export function preloadWithStanding(
+  ctx: GraphQLContext,
+  customerId: string,
+): { customer: Promise<CustomerShape>; standing: Promise<TierStanding>; rewardsVersion: Promise<string> } {
   const read = customerWithStanding(ctx.db, ctx.shop.id, customerId);
-  return { customer: read.then((r) => r.customer), standing: leftToFields(read.then((r) => r.standing)) };
+  return { customer: read.then((r) => r.customer), standing: leftToFields(read.then((r) => r.standing)), rewardsVersion: leftToFields(read.then((r) => r.rewardsVersion)) };
 }
 
 /** A read whose failure its fields report (when they run): not an unhandled rejection meanwhile. */

@@ -351,24 +351,30 @@ export async function tierStandings(db: Queryable, shopId: string, customerIds: 
 
 /**
  * A customer's record with their standing, in the standing's statement: the storefront's `me`
- * reads the record afresh at every request, and this way in the same round as its rewards.
+ * reads the record afresh at every request, and this way in the same round as its rewards. With
+ * the shop's rewards_version, which tells whether the rewards an instance keeps are still the shop's.
  */
-export async function customerWithStanding(db: Queryable, shopId: string, customerId: string, now = new Date()): Promise<{ customer: Customer; standing: TierStanding }> {
+export async function customerWithStanding(
+  db: Queryable,
+  shopId: string,
+  customerId: string,
+  now = new Date(),
+): Promise<{ customer: Customer; standing: TierStanding; rewardsVersion: string }> {
   const rows = await standingRows(db, shopId, [customerId], now, true);
   const row = rows.find((r) => r.customer_id === customerId);
   if (!row) throw customerNotFound({ id: customerId });
-  return { customer: toCustomer(row as CustomerRow), standing: standingsOf(rows, [customerId])[0]! };
+  return { customer: toCustomer(row as CustomerRow), standing: standingsOf(rows, [customerId])[0]!, rewardsVersion: row.rewards_version! };
 }
 
-type StandingRow = { tier_metric: string; currency: string; ladder: LadderJson; customer_id: string | null; value: number | null; tier_id: string | null; since: Date | null };
+type StandingRow = { tier_metric: string; currency: string; ladder: LadderJson; customer_id: string | null; value: number | null; tier_id: string | null; since: Date | null; rewards_version?: string };
 
-/** The standings' statement, one row per customer asked for; `withRecords`: each customer's own columns too (`c.*`). */
+/** The standings' statement, one row per customer asked for; `withRecords`: each customer's own columns too (`c.*`), and the shop's rewards_version. */
 async function standingRows(db: Queryable, shopId: string, customerIds: readonly string[], now: Date, withRecords: boolean): Promise<Array<StandingRow & Partial<CustomerRow>>> {
   // One customer (the storefront's me) as array[$1]: the generic plan of an array parameter counts
   // on ten elements, so PostgreSQL judged it dearer than a custom plan and planned every call.
   const ids = customerIds.length === 1 ? sql`array[${customerIds[0]}]` : sql`${[...customerIds]}::text[]`;
   const { rows } = await sql<StandingRow & Partial<CustomerRow>>`${sql.raw(PREPARED)}
-    select s.tier_metric, s.currency, l.ladder, c.id as customer_id, v.metric_value as value, m.tier_id, m.since${withRecords ? sql`, c.*` : sql``}
+    select s.tier_metric, s.currency, l.ladder, c.id as customer_id, v.metric_value as value, m.tier_id, m.since${withRecords ? sql`, s.rewards_version, c.*` : sql``}
     from shops s
     -- Once per query, not per customer (offset 0 keeps the planner from moving it into every row).
     cross join lateral (select ${ladderJson(sql`s.id`)} as ladder offset 0) l

@@ -3,7 +3,7 @@
 
 export {
   APPLY_PRODUCT_OPTIONS, createPointsRedemption, deletePointsRedemption, DISCOUNT_COMBINATIONS, EXCHANGE_TYPES,
-  EXPIRE_DATE_TYPES, listPointsRedemptions, MINIMUM_REQUIREMENT_TYPES, pagePointsRedemptions, pointsRedeemSchema,
+  EXPIRE_DATE_TYPES, listPointsRedemptions, MINIMUM_REQUIREMENT_TYPES, pagePointsRedemptions, pointsRedeemSchema, storefrontRewards,
   type PointsRedemption, PURCHASE_TYPES, redeemOwnPoints, redeemPoints, updatePointsRedemption,
 } from './redemptions.js';
 export {

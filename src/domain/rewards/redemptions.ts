@@ -301,6 +301,48 @@ export async function listPointsRedemptions(
   args: PageArgs & { customerIdentifier?: CustomerKey | null | undefined; balance?: Promise<number> },
 ): Promise<Page<PointsRedemption>> {
   const who = typeof args.customerIdentifier === 'string' ? args.customerIdentifier.trim() : args.customerIdentifier;
+  // The balance and the options at once: neither waits for the other.
+  const [balance, rows] = await Promise.all([args.balance ?? (who == null ? null : getCustomer(db, shopId, who).then((c) => c.points)), optionsPage(db, shopId, args)]);
+  return toOptionsPage(rows, args.first, balance);
+}
+
+/**
+ * Pages of the shop's options this process read, by database handle, shop and page, with the
+ * shop's rewards_version they were read at or after: every write of points_redemptions bumps it
+ * (migration 2026_11_28_042), so a page kept under the version a request read is the shop's.
+ * Bounded: past MAX_KEPT_PAGES the oldest goes.
+ */
+const keptPages = new WeakMap<object, Map<string, { version: string; rows: PointsRedemptionRow[] }>>();
+const MAX_KEPT_PAGES = 1_000;
+
+/**
+ * The storefront's page of rewards for its customer. `version`: the shop's rewards_version, read
+ * in the customer's statement (the first view's `me`); a page read at it is used again, so the
+ * first view costs no statement for its rewards. Without it, as listPointsRedemptions.
+ */
+export async function storefrontRewards(
+  db: Queryable,
+  shopId: string,
+  args: PageArgs & { balance: Promise<number>; version?: Promise<string> | undefined },
+): Promise<Page<PointsRedemption>> {
+  if (!args.version) return listPointsRedemptions(db, shopId, args);
+  const version = await args.version;
+  let pages = keptPages.get(db);
+  if (!pages) keptPages.set(db, (pages = new Map()));
+  const key = `${shopId}\n${args.first}\n${args.after ?? ''}`;
+  let rows = pages.get(key)?.version === version ? pages.get(key)!.rows : undefined;
+  if (!rows) {
+    // Read after the version was: never older than it.
+    rows = await optionsPage(db, shopId, args);
+    pages.delete(key);
+    if (pages.size >= MAX_KEPT_PAGES) pages.delete(pages.keys().next().value!);
+    pages.set(key, { version, rows });
+  }
+  return toOptionsPage(rows, args.first, await args.balance);
+}
+
+/** One keyset page of the shop's options (and one more row: whether a next page exists). */
+function optionsPage(db: Queryable, shopId: string, args: PageArgs): Promise<PointsRedemptionRow[]> {
   let query = optionsOf(db, shopId);
   if (args.after) {
     const [position = '', id = ''] = decodeCursor(args.after, 2);
@@ -310,18 +352,14 @@ export async function listPointsRedemptions(
       eb.or([eb('sort_index', '>', sortIndex), eb.and([eb('sort_index', '=', sortIndex), eb('id', '>', id)])]),
     );
   }
-  // The balance and the options at once: neither waits for the other.
-  const [balance, rows] = await Promise.all([
-    args.balance ?? (who == null ? null : getCustomer(db, shopId, who).then((c) => c.points)),
-    query.limit(args.first + 1).execute(),
-  ]);
+  return query.limit(args.first + 1).execute();
+}
+
+function toOptionsPage(rows: readonly PointsRedemptionRow[], first: number, balance: number | null): Page<PointsRedemption> {
   const now = new Date();
   return {
-    items: rows.slice(0, args.first).map((row) => ({
-      node: toPointsRedemption(row, balance, now),
-      cursor: encodeCursor([row.sort_index, row.id]),
-    })),
-    hasNextPage: rows.length > args.first,
+    items: rows.slice(0, first).map((row) => ({ node: toPointsRedemption(row, balance, now), cursor: encodeCursor([row.sort_index, row.id]) })),
+    hasNextPage: rows.length > first,
   };
 }
 
