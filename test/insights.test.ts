@@ -328,6 +328,27 @@ describe(`insights (${onPostgres ? 'PostgreSQL' : 'PGlite'})`, () => {
     }
   });
 
+  it('a shop whose time zone PostgreSQL no longer knows keeps its rows striped and stalls no other shop\'s compaction', async () => {
+    const db = t.app.database.db;
+    const [lost, kept] = await Promise.all(['Lost zone', 'Known zone'].map(async (name) => (await createShop(db, name)).shop.id));
+    for (const shopId of [lost!, kept!]) {
+      await upsertCustomer(db, shopId, { shopifyCustomerId: 'z', email: 'z@example.com' });
+      await changePoints(db, shopId, 'add', { customerIdentifier: 'z', amount: 40 });
+    }
+    // As after a tzdata upgrade that dropped the zone: nothing our API accepts sets one.
+    await sql`update shops set timezone = 'Mars/Olympus' where id = ${lost!}`.execute(db);
+    const striped = (shopId: string) => db.selectFrom('insight_buckets').select('bucket').where('shop_id', '=', shopId).where('stripe', '>=', 0).execute();
+    await compactInsights(db, new Date(Date.now() + DAY), { pauseMs: 0, batchSize: 1 });
+    expect(await striped(kept!)).toEqual([]);
+    expect((await striped(lost!)).length).toBeGreaterThan(0);
+    const { points } = await pointsInsights(db, kept!, { from: new Date(Date.now() - DAY), to: new Date(Date.now() + DAY), interval: 'day' });
+    expect([points.reduce((s, p) => s + p.issued.manual, 0), points.at(-1)!.outstanding]).toEqual([40, 40]);
+    // Its zone known again, its rows fold.
+    await sql`update shops set timezone = 'UTC' where id = ${lost!}`.execute(db);
+    await compactInsights(db, new Date(Date.now() + DAY), { pauseMs: 0 });
+    expect(await striped(lost!)).toEqual([]);
+  });
+
   it('refuses a range backwards or too wide, as a validation error', async () => {
     const now = Date.now();
     for (const [from, to, interval] of [[now, now - DAY, 'day'], [now, now + 400 * DAY, 'day'], [now, now + 800 * 3_600_000, 'hour']] as const) {

@@ -428,6 +428,12 @@ async function tierCounts(db: Queryable, shopId: string): Promise<TierCount[]> {
  * (hourly); resolves to the striped rows folded.
  */
 export async function compactInsights(db: DB, before: Date, options: PurgeOptions = {}): Promise<number> {
+  // A shop whose zone PostgreSQL no longer knows (a tzdata upgrade can drop one) cannot place its
+  // buckets in days: its rows stay striped, still read exactly, rather than fail every shop's batch.
+  const { rows: unplaceable } = await sql<{ id: string }>`
+    select id from shops where timezone not in (select name from pg_timezone_names)
+    union select shop_id from shop_timezones where timezone not in (select name from pg_timezone_names)`.execute(db);
+  const skipped = unplaceable.length ? sql`and shop_id not in (${sql.join(unplaceable.map((r) => r.id))})` : sql``;
   let folded = 0;
   for (const r of [LEDGER, REWARDS]) {
     folded += await purgeInBatches<true>(options, async (_position, limit) => {
@@ -439,7 +445,7 @@ export async function compactInsights(db: DB, before: Date, options: PurgeOption
       const dayKeys = sql.join(['shop_id', 'day', ...r.keys].map((k) => sql.ref(k)));
       const { rows } = await sql<{ n: string }>`
         with striped as (
-          select ${list} from ${sql.table(r.table)} where stripe >= 0 and bucket < ${before} order by bucket, shop_id limit ${limit}
+          select ${list} from ${sql.table(r.table)} where stripe >= 0 and bucket < ${before} ${skipped} order by bucket, shop_id limit ${limit}
         ), gone as (
           delete from ${sql.table(r.table)} t using (select distinct * from striped) k
           where ${sql.join(keys.map((k) => sql`t.${sql.ref(k)} = k.${sql.ref(k)}`), sql` and `)} and t.stripe >= 0
