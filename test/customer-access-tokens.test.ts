@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { authenticateCustomerToken, CUSTOMER_TOKEN_CACHE_TTL_MS } from '../src/domain/customers/customer-access-tokens.js';
-import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { onPostgres, startTestApp, startTwoInstances, type TestApp } from './helpers.js';
 import { until } from './live-helpers.js';
 
 const REDIS_URL = process.env.TEST_REDIS_URL;
@@ -110,19 +109,15 @@ describe('customer access tokens', () => {
 });
 
 describe.skipIf(!onPostgres || !REDIS_URL)('two instances on PostgreSQL + Redis', () => {
-  let database: Awaited<ReturnType<typeof isolatedPostgresUrl>>;
+  let instances: Awaited<ReturnType<typeof startTwoInstances>>;
   let one: TestApp;
   let two: TestApp;
   beforeAll(async () => {
-    database = await isolatedPostgresUrl();
-    const env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}:`, STOREFRONT_RATE_PER_IP: '100000' };
-    one = await startTestApp(env);
-    two = await startTestApp(env);
+    instances = await startTwoInstances({ STOREFRONT_RATE_PER_IP: '100000' });
+    ({ one, two } = instances);
   });
   afterAll(async () => {
-    await two?.stop();
-    await one?.stop();
-    await database?.drop();
+    await instances?.stop();
   });
 
   const ORIGIN = 'https://shop.example';

@@ -46,7 +46,6 @@ export async function isolatedPostgresUrl(): Promise<{ url: string; drop(): Prom
   };
 }
 
-/** A migrated in-memory PGlite whose every statement's SQL is passed to `onQuery` (to see what reaches the database). */
 /**
  * A database for CLI child processes of one test file: an isolated PostgreSQL schema when the run
  * has one, else an embedded one in a folder of its own (which also holds the file's scratch files).
@@ -64,6 +63,7 @@ export async function cliDatabase(prefix: string): Promise<{ env: Record<string,
   };
 }
 
+/** A migrated in-memory PGlite whose every statement's SQL is passed to `onQuery` (to see what reaches the database). */
 export async function openLoggedPglite(onQuery: (sql: string) => void): Promise<Kysely<Database>> {
   const db = new Kysely<Database>({
     dialect: new PGliteDialect(await PGlite.create()),
@@ -220,4 +220,26 @@ export async function startRedis(port: number): Promise<ChildProcess> {
     if (Date.now() > deadline) throw new Error('redis-server did not start');
     await sleep(50);
   }
+}
+
+/**
+ * Two instances of the app on one private PostgreSQL schema and one Redis key prefix, as two
+ * servers of a deployment: what one instance does, the other must see (needs TEST_REDIS_URL).
+ */
+export async function startTwoInstances(env: Record<string, string> = {}): Promise<{ one: TestApp; two: TestApp; redisPrefix: string; stop(): Promise<void> }> {
+  const database = await isolatedPostgresUrl();
+  const redisPrefix = `test:${randomBytes(4).toString('hex')}:`;
+  const shared = { DATABASE_URL: database.url, REDIS_URL: process.env.TEST_REDIS_URL!, REDIS_KEY_PREFIX: redisPrefix, ...env };
+  const one = await startTestApp(shared);
+  const two = await startTestApp(shared);
+  return {
+    one,
+    two,
+    redisPrefix,
+    async stop() {
+      await two.stop();
+      await one.stop();
+      await database.drop();
+    },
+  };
 }

@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { API_KEY_CACHE_TTL_MS, createApiKey, revokeApiKey } from '../src/domain/shops/shops.js';
-import { isolatedPostgresUrl, onPostgres, startTestApp, type TestApp } from './helpers.js';
+import { onPostgres, startTestApp, startTwoInstances, type TestApp } from './helpers.js';
 import { collect, sse, until, wsClient } from './live-helpers.js';
 
 const REDIS_URL = process.env.TEST_REDIS_URL;
@@ -221,21 +221,16 @@ describe('one instance', () => {
 });
 
 describe.skipIf(!onPostgres || !REDIS_URL)('two instances on PostgreSQL + Redis', () => {
-  let database: Awaited<ReturnType<typeof isolatedPostgresUrl>>;
+  let instances: Awaited<ReturnType<typeof startTwoInstances>>;
   let one: TestApp;
   let two: TestApp;
   let prefix: string;
   beforeAll(async () => {
-    database = await isolatedPostgresUrl();
-    prefix = `test:${randomBytes(4).toString('hex')}:`;
-    const env = { DATABASE_URL: database.url, REDIS_URL: REDIS_URL!, REDIS_KEY_PREFIX: prefix, WEBSOCKETS_PER_SHOP: '2' };
-    one = await startTestApp(env);
-    two = await startTestApp(env);
+    instances = await startTwoInstances({ WEBSOCKETS_PER_SHOP: '2' });
+    ({ one, two, redisPrefix: prefix } = instances);
   });
   afterAll(async () => {
-    await two?.stop();
-    await one?.stop();
-    await database?.drop();
+    await instances?.stop();
   });
 
   it('counts a shop\'s graphql-ws sockets across instances against WEBSOCKETS_PER_SHOP', async () => {
