@@ -44,6 +44,7 @@ import * as tierMetricTotals from './2026_11_28_038_tier_metric_totals.js';
 import * as activeMembersImports from './2026_11_28_040_active_members_imports.js';
 import * as insightDays from './2026_11_28_041_insight_days.js';
 import * as rewardsVersion from './2026_11_28_042_rewards_version.js';
+import * as tierUpgradeGenericPlans from './2026_11_28_043_tier_upgrade_generic_plans.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -89,4 +90,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_28_040_active_members_imports': activeMembersImports,
   '2026_11_28_041_insight_days': insightDays,
   '2026_11_28_042_rewards_version': rewardsVersion,
+  '2026_11_28_043_tier_upgrade_generic_plans': tierUpgradeGenericPlans,
 };

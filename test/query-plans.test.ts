@@ -5,11 +5,14 @@ import { PREPARED } from '../src/db/database.js';
 import type { Database } from '../src/db/schema.js';
 import { findCustomer, listCustomers } from '../src/domain/customers/customers.js';
 import { encodeCursor, encodeTimeCursor } from '../src/domain/kernel/pagination.js';
-import { listActivities, listActivitiesOfCustomers, writeBalanceChange } from '../src/domain/ledger/points.js';
+import { changePoints, listActivities, listActivitiesOfCustomers, writeBalanceChange } from '../src/domain/ledger/points.js';
 import { writeFirstStates } from '../src/domain/orders/order-first-states.js';
 import { parseOrderPut } from '../src/domain/orders/orders.js';
 import { birthdayRun } from '../src/domain/program/birthday-run.js';
 import { nextExpiries, pointExpiry } from '../src/domain/program/expiry.js';
+import { upsertCustomer } from '../src/domain/program/sign-up.js';
+import { createTier, customerTiers } from '../src/domain/program/tiers.js';
+import { createShop } from '../src/domain/shops/shops.js';
 import { codeExpiry, codeWarnings } from '../src/domain/codes/code-expiry.js';
 import { listDiscountCodes, listDiscountCodesOfCustomers } from '../src/domain/codes/discount-codes.js';
 import { listReferees, listRefereesOfReferrers, pageReferees } from '../src/domain/rewards/referrals.js';
@@ -279,6 +282,25 @@ describe.skipIf(!onPostgres)('query plans at scale (PostgreSQL)', () => {
     // one fetch of PL/pgSQL's loop (10 rows) of the heavy customer's hundred lots, not all of them.
     expect(drawn.slice(0, -1).every((rows) => rows === 3)).toBe(true);
     expect(drawn.at(-1)).toBe(10);
+  });
+
+  it('the tiers trigger runs its statements on their generic plans, not planned again at every write', async () => {
+    const { shop } = await createShop(db, 'Tiered');
+    await createTier(db, shop.id, { name: 'Gold', threshold: '1000' });
+    const { customer } = await upsertCustomer(db, shop.id, { shopifyCustomerId: 't-1', email: 't-1@example.com' });
+    const upgrades: string[] = [];
+    const problems = await nestedPlansOf(async (traced) => {
+      for (let i = 0; i < 8; i++) await changePoints(traced, shop.id, 'add', { customerIdentifier: 't-1', amount: 200 });
+    }, (plan) => {
+      if (plan['Query Text'].includes('tier_for(m.shop_id')) upgrades.push(JSON.stringify(plan.Plan));
+    });
+    expect(problems).toEqual([]);
+    expect(upgrades).toHaveLength(8);
+    // A custom plan (made for the call, at the cost of planning it) holds the call's ids as a
+    // constant; the generic plan refers to the parameter.
+    expect(upgrades.filter((p) => p.includes("ANY ('{"))).toEqual([]);
+    expect(upgrades.every((p) => p.includes('ANY ($'))).toBe(true);
+    expect((await customerTiers(db, shop.id, [customer._id]))[0]?.tier.name).toBe('Gold');
   });
 
   it('code expiry and warnings read the codes due, not the codes waiting', async () => {
