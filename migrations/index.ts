@@ -45,6 +45,7 @@ import * as activeMembersImports from './2026_11_28_040_active_members_imports.j
 import * as insightDays from './2026_11_28_041_insight_days.js';
 import * as rewardsVersion from './2026_11_28_042_rewards_version.js';
 import * as tierUpgradeGenericPlans from './2026_11_28_043_tier_upgrade_generic_plans.js';
+import * as insightDayStartPlpgsql from './2026_11_28_044_insight_day_start_plpgsql.js';
 
 export const migrations: Record<string, Migration> = {
   '2026_11_22_001_initial': initial,
@@ -91,4 +92,5 @@ export const migrations: Record<string, Migration> = {
   '2026_11_28_041_insight_days': insightDays,
   '2026_11_28_042_rewards_version': rewardsVersion,
   '2026_11_28_043_tier_upgrade_generic_plans': tierUpgradeGenericPlans,
+  '2026_11_28_044_insight_day_start_plpgsql': insightDayStartPlpgsql,
 };
