@@ -1,6 +1,6 @@
 import { type RawBuilder, sql } from 'kysely';
 import { z } from 'zod';
-import type { DB } from '../../db/database.js';
+import { type DB, PREPARED } from '../../db/database.js';
 import { purgeInBatches, type PurgeOptions } from '../../db/purge.js';
 import type { Queryable, Trx } from '../../db/transaction.js';
 import { parseInput } from '../kernel/index.js';
@@ -178,7 +178,7 @@ export async function pointsInsights(db: Queryable, shopId: string, query: unkno
       ? dayStarts(periods, start, to)
       : sql`select s as at, to_char(s at time zone ${timezone}, 'YYYY-MM-DD') as date from generate_series(${start}, ${to}::timestamptz, interval '1 hour') s`;
   const net = sql`issued_orders + issued_rules + issued_manual + issued_referrals - removed_manual - redeemed - expired - clawed_back`;
-  const { rows } = await sql<Row>`
+  const { rows } = await sql<Row>`${sql.raw(PREPARED)}
     with first as (select ${intervalStart(periods, interval, sql`${from}::timestamptz`)} as at),
     series as (select at, date from (${starts}) s where at < ${to}),
     moved as (
@@ -366,7 +366,7 @@ async function rewardInsights(
   from: Date,
   to: Date,
 ): Promise<RewardInsight[]> {
-  const { rows } = await sql<{ reward_id: string; name: string | null; type: string | null; codes: string; points: string; discount: string; used: string; expired: string; cancelled: string }>`
+  const { rows } = await sql<{ reward_id: string; name: string | null; type: string | null; codes: string; points: string; discount: string; used: string; expired: string; cancelled: string }>`${sql.raw(PREPARED)}
     select i.reward_id, r.name, r.type, sum(i.codes) as codes, sum(i.points) as points, sum(i.discount)::text as discount,
       sum(i.used) as used, sum(i.expired) as expired, sum(i.cancelled) as cancelled
     from (${rollupRows(REWARDS, shopId, periods, interval, sql`${from}::timestamptz`, to)}) i left join points_redemptions r on r.id = i.reward_id
@@ -390,7 +390,7 @@ async function codeIntervals(
   from: Date,
   to: Date,
 ): Promise<CodeIntervals> {
-  const { rows } = await sql<{ reward_id: string; at: Date; codes: string; used: string; expired: string; cancelled: string }>`
+  const { rows } = await sql<{ reward_id: string; at: Date; codes: string; used: string; expired: string; cancelled: string }>`${sql.raw(PREPARED)}
     select reward_id, at, sum(codes) as codes, sum(used) as used, sum(expired) as expired, sum(cancelled) as cancelled
     from (${rollupRows(REWARDS, shopId, periods, interval, sql`${from}::timestamptz`, to)}) i
     group by 1, 2
