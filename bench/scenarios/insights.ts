@@ -79,11 +79,12 @@ async function seed(url: string) {
     for (let r = 0; r < REWARDS; r++) rewards.push((await createPointsRedemption(db, big.shop.id, { name: `Bench ${r}`, type: 'amount', rewardValue: 2, discountValue: 5 })).pointsRedemption._id);
     await client.query(
       `insert into discount_codes (id, shop_id, customer_id, reward_id, activity_id, code, type, value, points_amount, expires_at, created_at)
-       select 'bc' || a.seq, $1, a.customer_id, ($2::text[])[(1 + a.seq % $3)::int], a.id, 'BENCH-' || a.seq, 'amount', 5, 2,
-         a.created_at + case when a.seq % 10 in (3, 4) then interval '30 days' else interval '365 days' end, a.created_at
+       select 'bc' || a.seq, $1, a.customer_id, ($2::text[])[(1 + a.seq % $3)::int], a.id, 'BENCH-' || a.seq, 'amount', 5, 2, a.created_at + interval '365 days', a.created_at
        from activities a where a.shop_id = $1 and a.type = 'redeem_points'`,
       [big.shop.id, rewards, REWARDS],
     );
+    // By the codes' own seq, as the ends below (the ledger's seq is another numbering).
+    await client.query(`update discount_codes set expires_at = created_at + interval '30 days' where shop_id = $1 and seq % 10 in (3, 4)`, [big.shop.id]);
     await client.query(`update discount_codes set status = 'used', used_at = least(created_at + interval '2 days', now()), order_id = 'bo' || seq where shop_id = $1 and seq % 10 < 3 and status = 'issued'`, [big.shop.id]);
     await client.query(`update discount_codes set status = 'expired' where shop_id = $1 and seq % 10 in (3, 4) and expires_at < now() and status = 'issued'`, [big.shop.id]);
     await client.query(`update discount_codes set status = 'cancelled', cancelled_at = least(created_at + interval '1 day', now()) where shop_id = $1 and seq % 10 = 5 and status = 'issued'`, [big.shop.id]);
